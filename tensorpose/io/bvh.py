@@ -1,0 +1,428 @@
+"""BVH motion capture: parse the hierarchy and frames, compute global positions with
+:func:`tensorpose.ops.kinematics.forward_kinematics` for all frames at once, and map to a target
+skeleton (e.g. ``h36m17``) in metres.
+
+Conventions: rotation channels are intrinsic Euler angles in degrees in the listed order
+(``Zrotation Xrotation Yrotation`` -> ``R = Rz @ Rx @ Ry``), each joint may list its own order;
+position channels add to the joint's OFFSET. End sites become extra leaf joints named
+``<parent>_End`` (``positions(end_sites=True)``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..ops.kinematics import forward_kinematics
+from ..ops.rotations import euler_to_matrix
+from ..skeleton import Skeleton
+
+__all__ = [
+    "CMU_UNIT_M",
+    "MAPPINGS",
+    "BVHError",
+    "Mapping",
+    "Motion",
+    "bundled_bvh",
+    "detect_mapping",
+    "get_mapping",
+    "load_bvh",
+]
+
+CMU_UNIT_M = 0.0254 / 0.45
+"""One CMU BVH length unit in metres (inches / 0.45, the ASF convention): 0.05644 m."""
+
+
+class BVHError(ValueError):
+    """A BVH file could not be parsed; the message names the file and the line."""
+
+
+@dataclass
+class Motion:
+    """A parsed BVH file.
+
+    Attributes:
+        path: the file it came from.
+        joint_names: ``J`` joint names in file order (end sites excluded).
+        parents: ``J`` parent indices (-1 for the root).
+        offsets: ``(J, 3)`` rest offsets in file units.
+        channels: per joint, the channel names in file order.
+        end_sites: ``(parent index, offset (3,))`` per end site, in file order.
+        frame_time: seconds per frame.
+        motion: ``(T, C)`` float64 channel values as in the file (degrees for rotations).
+    """
+
+    path: str
+    joint_names: list[str]
+    parents: list[int]
+    offsets: np.ndarray
+    channels: list[list[str]]
+    end_sites: list[tuple[int, np.ndarray]]
+    frame_time: float
+    motion: np.ndarray
+    _skeletons: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def fps(self) -> float:
+        return 1.0 / self.frame_time
+
+    @property
+    def num_frames(self) -> int:
+        return self.motion.shape[0]
+
+    @property
+    def end_site_names(self) -> list[str]:
+        return [f"{self.joint_names[p]}_End" for p, _ in self.end_sites]
+
+    def skeleton(self, end_sites: bool = False) -> Skeleton:
+        """The file's joint tree (with end sites appended as leaves if asked)."""
+        if end_sites not in self._skeletons:
+            names, parents = list(self.joint_names), list(self.parents)
+            if end_sites:
+                names += self.end_site_names
+                parents += [p for p, _ in self.end_sites]
+            self._skeletons[end_sites] = Skeleton(names, parents, name=Path(self.path).stem)
+        return self._skeletons[end_sites]
+
+    def local_rotations(self, dtype=torch.float64, device=None) -> torch.Tensor:
+        """``(T, J, 3, 3)`` local rotation matrices of every joint (identity without channels)."""
+        data = torch.as_tensor(self.motion, dtype=dtype, device=device)
+        T, J = self.num_frames, len(self.joint_names)
+        R = torch.eye(3, dtype=dtype, device=device).expand(T, J, 3, 3).clone()
+        col = 0
+        groups: dict[str, tuple[list[int], list[list[int]]]] = {}
+        for j, chans in enumerate(self.channels):
+            rot = [(c[0].upper(), col + i) for i, c in enumerate(chans) if c.endswith("rotation")]
+            col += len(chans)
+            if rot:
+                order = "".join(a for a, _ in rot)
+                joints, cols = groups.setdefault(order, ([], []))
+                joints.append(j)
+                cols.append([i for _, i in rot])
+        # One batched conversion per distinct channel order (a handful), not per joint.
+        for order, (joints, cols) in groups.items():
+            idx = torch.tensor(cols, device=device)  # (n, 3)
+            angles = torch.deg2rad(data[:, idx])  # (T, n, 3)
+            R[:, joints] = euler_to_matrix(angles, order)
+        return R
+
+    def _translations(self, dtype, device) -> torch.Tensor:
+        """``(T, J, 3)`` position-channel values (zero where a joint has none)."""
+        data = torch.as_tensor(self.motion, dtype=dtype, device=device)
+        T, J = self.num_frames, len(self.joint_names)
+        out = torch.zeros(T, J, 3, dtype=dtype, device=device)
+        col = 0
+        joints, axes, cols = [], [], []
+        for j, chans in enumerate(self.channels):
+            for i, c in enumerate(chans):
+                if c.endswith("position"):
+                    joints.append(j)
+                    axes.append("XYZ".index(c[0].upper()))
+                    cols.append(col + i)
+            col += len(chans)
+        if cols:
+            out[:, joints, axes] = data[:, cols]
+        return out
+
+    def positions(self, end_sites: bool = False, dtype=torch.float64, device=None) -> torch.Tensor:
+        """Global positions ``(T, J, 3)`` in file units for all frames at once
+        (``J`` includes end sites if asked)."""
+        R = self.local_rotations(dtype, device)
+        offsets = torch.as_tensor(self.offsets, dtype=dtype, device=device)
+        offsets = offsets + self._translations(dtype, device)  # (T, J, 3)
+        if end_sites and self.end_sites:
+            n = len(self.end_sites)
+            eye = torch.eye(3, dtype=dtype, device=device).expand(R.shape[0], n, 3, 3)
+            R = torch.cat([R, eye], 1)
+            ends = torch.as_tensor(np.stack([o for _, o in self.end_sites]), dtype=dtype)
+            offsets = torch.cat([offsets, ends.to(device).expand(R.shape[0], n, 3)], 1)
+        return forward_kinematics(R, offsets, None, self.skeleton(end_sites))
+
+    def to_skeleton(
+        self, mapping: str | Mapping | None = None, dtype=torch.float64, device=None
+    ) -> tuple[torch.Tensor, Skeleton]:
+        """Positions mapped to a target skeleton, in metres.
+
+        Args:
+            mapping: a :class:`Mapping`, the name of a shipped one (see ``MAPPINGS``), or
+                ``None`` to detect it from the joint names.
+
+        Returns:
+            ``(positions (T, J_target, 3) metres, target skeleton)``.
+        """
+        if mapping is None:
+            mapping = detect_mapping(self.joint_names + self.end_site_names, self.path)
+        m = get_mapping(mapping) if isinstance(mapping, str) else mapping
+        return m.apply(self, dtype=dtype, device=device), m.target()
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """Source joint names -> target skeleton joints; a target may be the mean of several
+    sources (e.g. the pelvis as the mean of both hips). ``scale`` converts file units to metres.
+    """
+
+    name: str
+    target_skeleton: str
+    joints: dict[str, tuple[str, ...]]
+    scale: float
+
+    def target(self) -> Skeleton:
+        from .. import skeletons
+
+        return skeletons.get(self.target_skeleton)
+
+    def weights(self, source_names: Sequence[str], path: str = "") -> torch.Tensor:
+        """``(J_target, J_source)`` averaging matrix; error names the missing source joints."""
+        target = self.target()
+        lookup = {n: i for i, n in enumerate(source_names)}
+        W = torch.zeros(target.num_joints, len(source_names), dtype=torch.float64)
+        missing = []
+        for t, tname in enumerate(target.names):
+            srcs = self.joints.get(tname)
+            if not srcs:
+                raise ValueError(f"mapping {self.name!r} gives no source for joint {tname!r}")
+            for s in srcs:
+                if s not in lookup:
+                    missing.append(s)
+                else:
+                    W[t, lookup[s]] = 1.0 / len(srcs)
+        if missing:
+            where = f" in {path}" if path else ""
+            raise ValueError(
+                f"mapping {self.name!r} needs joints {sorted(set(missing))} not found{where}"
+            )
+        return W
+
+    def apply(self, motion: Motion, dtype=torch.float64, device=None) -> torch.Tensor:
+        pos = motion.positions(end_sites=True, dtype=dtype, device=device)
+        names = motion.joint_names + motion.end_site_names
+        W = self.weights(names, motion.path).to(device=device, dtype=dtype)
+        return torch.einsum("ts,fsc->ftc", W, pos) * self.scale
+
+
+def _mapping(name: str, pairs: dict[str, str | tuple[str, ...]]) -> Mapping:
+    joints = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in pairs.items()}
+    return Mapping(name, "h36m17", joints, CMU_UNIT_M)
+
+
+MAPPINGS: dict[str, Mapping] = {
+    # The "3dsMax-friendly" CMU release (the bundled files): LeftHip/LeftKnee/LeftAnkle, Chest...
+    "cmu_3dsmax": _mapping(
+        "cmu_3dsmax",
+        {
+            "pelvis": ("LeftHip", "RightHip"),
+            "r_hip": "RightHip",
+            "r_knee": "RightKnee",
+            "r_ankle": "RightAnkle",
+            "l_hip": "LeftHip",
+            "l_knee": "LeftKnee",
+            "l_ankle": "LeftAnkle",
+            "spine": "Chest",
+            "thorax": "Neck",
+            "neck": "Head",
+            "head": "Head_End",
+            "l_shoulder": "LeftShoulder",
+            "l_elbow": "LeftElbow",
+            "l_wrist": "LeftWrist",
+            "r_shoulder": "RightShoulder",
+            "r_elbow": "RightElbow",
+            "r_wrist": "RightWrist",
+        },
+    ),
+    # The "MotionBuilder-friendly" CMU release: LeftUpLeg/LeftLeg/LeftFoot, Spine, LeftArm...
+    "cmu_motionbuilder": _mapping(
+        "cmu_motionbuilder",
+        {
+            "pelvis": ("LeftUpLeg", "RightUpLeg"),
+            "r_hip": "RightUpLeg",
+            "r_knee": "RightLeg",
+            "r_ankle": "RightFoot",
+            "l_hip": "LeftUpLeg",
+            "l_knee": "LeftLeg",
+            "l_ankle": "LeftFoot",
+            "spine": "Spine",
+            "thorax": "Neck1",
+            "neck": "Head",
+            "head": "Head_End",
+            "l_shoulder": "LeftArm",
+            "l_elbow": "LeftForeArm",
+            "l_wrist": "LeftHand",
+            "r_shoulder": "RightArm",
+            "r_elbow": "RightForeArm",
+            "r_wrist": "RightHand",
+        },
+    ),
+}
+
+
+def get_mapping(name: str) -> Mapping:
+    if name not in MAPPINGS:
+        raise ValueError(f"unknown mapping {name!r}; known: {', '.join(sorted(MAPPINGS))}")
+    return MAPPINGS[name]
+
+
+def detect_mapping(names: Sequence[str], path: str = "") -> str:
+    """The name of the shipped mapping whose source joints all appear in ``names``."""
+    have = set(names)
+    for key, m in MAPPINGS.items():
+        if all(s in have for srcs in m.joints.values() for s in srcs):
+            return key
+    where = f" for {path}" if path else ""
+    raise ValueError(
+        f"no shipped mapping fits the joint names{where}; known: {', '.join(sorted(MAPPINGS))}. "
+        "Pass a tensorpose.io.bvh.Mapping of your own."
+    )
+
+
+# ---------------------------------------------------------------------- parsing
+class _Lines:
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+        self.i = 0
+
+    def error(self, msg: str, line: int | None = None) -> BVHError:
+        n = self.i if line is None else line
+        return BVHError(f"{self.path}:{n}: {msg}")
+
+    def next(self, what: str) -> list[str]:
+        """The next non-empty line's tokens (``self.i`` is then its 1-based number)."""
+        while self.i < len(self.lines):
+            self.i += 1
+            toks = self.lines[self.i - 1].split()
+            if toks:
+                return toks
+        raise self.error(f"unexpected end of file, expected {what}")
+
+
+def _floats(lines: _Lines, toks: list[str], n: int, what: str) -> np.ndarray:
+    if len(toks) != n:
+        raise lines.error(f"{what} needs {n} numbers, got {len(toks)}: {' '.join(toks)!r}")
+    try:
+        vals = np.array([float(t) for t in toks])
+    except ValueError:
+        raise lines.error(f"{what} has a value that is not a number: {' '.join(toks)!r}") from None
+    if not np.isfinite(vals).all():
+        raise lines.error(f"{what} has a non-finite value: {' '.join(toks)!r}")
+    return vals
+
+
+_CHANNELS = {f"{a}{k}" for a in "XYZ" for k in ("position", "rotation")}
+
+
+def _parse_joint(lines: _Lines, name: str, parent: int, m: dict) -> None:
+    j = len(m["names"])
+    m["names"].append(name)
+    m["parents"].append(parent)
+    toks = lines.next("'{'")
+    if toks != ["{"]:
+        raise lines.error(f"expected '{{' after joint {name!r}, got {' '.join(toks)!r}")
+    toks = lines.next("OFFSET")
+    if toks[0] != "OFFSET":
+        raise lines.error(f"expected OFFSET for joint {name!r}, got {toks[0]!r}")
+    m["offsets"].append(_floats(lines, toks[1:], 3, f"OFFSET of {name!r}"))
+    toks = lines.next("CHANNELS")
+    if toks[0] != "CHANNELS" or len(toks) < 2:
+        raise lines.error(f"expected CHANNELS for joint {name!r}, got {' '.join(toks)!r}")
+    try:
+        n = int(toks[1])
+    except ValueError:
+        raise lines.error(f"CHANNELS count of {name!r} is not an integer: {toks[1]!r}") from None
+    chans = toks[2:]
+    if len(chans) != n:
+        raise lines.error(f"joint {name!r} declares {n} channels but lists {len(chans)}")
+    bad = [c for c in chans if c not in _CHANNELS]
+    if bad:
+        raise lines.error(f"joint {name!r} has unknown channels {bad}")
+    rot = [c for c in chans if c.endswith("rotation")]
+    if rot and len(rot) != 3:
+        raise lines.error(f"joint {name!r} has {len(rot)} rotation channels, expected 0 or 3")
+    m["channels"].append(chans)
+    while True:
+        toks = lines.next("JOINT, End Site or '}'")
+        if toks[0] == "}":
+            return
+        if toks[0] == "JOINT":
+            if len(toks) < 2:
+                raise lines.error("JOINT without a name")
+            _parse_joint(lines, " ".join(toks[1:]), j, m)
+        elif toks[0] == "End" and toks[1:2] == ["Site"]:
+            if lines.next("'{'") != ["{"]:
+                raise lines.error("expected '{' after End Site")
+            toks = lines.next("OFFSET")
+            if toks[0] != "OFFSET":
+                raise lines.error(f"expected OFFSET in End Site, got {toks[0]!r}")
+            m["end_sites"].append((j, _floats(lines, toks[1:], 3, "End Site OFFSET")))
+            if lines.next("'}'") != ["}"]:
+                raise lines.error("expected '}' closing End Site")
+        else:
+            raise lines.error(f"expected JOINT, End Site or '}}', got {toks[0]!r}")
+
+
+def parse_bvh(text: str, path: str = "<string>") -> Motion:
+    """Parse BVH text; errors name ``path`` and the line."""
+    lines = _Lines(path, text)
+    if lines.next("HIERARCHY") != ["HIERARCHY"]:
+        raise lines.error("file must start with HIERARCHY")
+    toks = lines.next("ROOT")
+    if toks[0] != "ROOT" or len(toks) < 2:
+        raise lines.error(f"expected 'ROOT <name>', got {' '.join(toks)!r}")
+    m: dict = {"names": [], "parents": [], "offsets": [], "channels": [], "end_sites": []}
+    _parse_joint(lines, " ".join(toks[1:]), -1, m)
+    if lines.next("MOTION") != ["MOTION"]:
+        raise lines.error("expected MOTION after the hierarchy (only one ROOT is supported)")
+    toks = lines.next("Frames:")
+    if toks[0] != "Frames:" or len(toks) != 2 or not toks[1].isdigit():
+        raise lines.error(f"expected 'Frames: <count>', got {' '.join(toks)!r}")
+    frames = int(toks[1])
+    toks = lines.next("Frame Time:")
+    if toks[:2] != ["Frame", "Time:"] or len(toks) != 3:
+        raise lines.error(f"expected 'Frame Time: <seconds>', got {' '.join(toks)!r}")
+    frame_time = float(_floats(lines, toks[2:], 1, "Frame Time")[0])
+    if frame_time <= 0:
+        raise lines.error(f"Frame Time must be positive, got {frame_time}")
+    n_ch = sum(len(c) for c in m["channels"])
+    first = lines.i
+    rows = lines.lines[first:]
+    # Trailing blank lines are fine; anything else must be a full frame.
+    while rows and not rows[-1].strip():
+        rows.pop()
+    if len(rows) != frames:
+        raise lines.error(
+            f"header says {frames} frames but {len(rows)} frame lines follow", first + 1
+        )
+    data = np.empty((frames, n_ch))
+    for t, row in enumerate(rows):
+        lines.i = first + t + 1
+        data[t] = _floats(lines, row.split(), n_ch, f"frame {t}")
+    return Motion(
+        path=path,
+        joint_names=m["names"],
+        parents=m["parents"],
+        offsets=np.stack(m["offsets"]),
+        channels=m["channels"],
+        end_sites=m["end_sites"],
+        frame_time=frame_time,
+        motion=data,
+    )
+
+
+def load_bvh(path: str | os.PathLike) -> Motion:
+    """Read a BVH file. Raises :class:`BVHError` (a ``ValueError``) naming file and line."""
+    path = os.fspath(path)
+    with open(path, encoding="utf-8", errors="strict") as f:
+        text = f.read()
+    return parse_bvh(text, path)
+
+
+def bundled_bvh() -> list[Path]:
+    """The real CMU recordings shipped with the package (subject 131: two walks, one hop)."""
+    root = Path(__file__).resolve().parent.parent / "assets" / "mocap"
+    return sorted(root.glob("*.bvh"))
+

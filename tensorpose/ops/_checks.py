@@ -1,0 +1,36 @@
+"""Input checks shared by the ops: shapes are checked always (free, no device sync); finiteness
+is checked where it costs no host synchronisation (CPU tensors, outside ``torch.compile``).
+On CUDA a device-side assert is queued instead, so a training step never waits on the host."""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_tensor(name: str, x: object, min_dim: int = 1) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have at least {min_dim} dims, got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating point tensor, got {x.dtype}")
+    return x
+
+
+def check_finite(name: str, x: torch.Tensor) -> None:
+    if torch.compiler.is_compiling():
+        return
+    if x.device.type == "cpu":
+        if not bool(torch.isfinite(x).all()):
+            bad = (~torch.isfinite(x)).nonzero()[0].tolist()
+            raise ValueError(f"{name} has non-finite values (first at index {tuple(bad)})")
+    elif x.device.type == "cuda":
+        torch._assert_async(torch.isfinite(x).all(), f"{name} has non-finite values")
+
+
+def check_last_dims(name: str, x: torch.Tensor, expected: tuple, what: str) -> None:
+    """``expected``: tuple of ints or ``None`` (any) matched against the trailing dims."""
+    shape = tuple(x.shape[-len(expected) :]) if x.dim() >= len(expected) else None
+    if shape is None or any(e is not None and e != s for e, s in zip(expected, shape)):
+        want = "(..., " + ", ".join("*" if e is None else str(e) for e in expected) + ")"
+        raise ValueError(f"{name} must have shape {want} ({what}), got {tuple(x.shape)}")
