@@ -12,7 +12,9 @@ from pathlib import Path
 def _bench_kinematics(args: argparse.Namespace) -> int:
     bench = Path(__file__).resolve().parent.parent / "benchmarks" / "kinematics.py"
     if not bench.exists():
-        print(f"benchmark script not found at {bench} (run from a source checkout)", file=sys.stderr)
+        print(
+            f"benchmark script not found at {bench} (run from a source checkout)", file=sys.stderr
+        )
         return 2
     import runpy
 

@@ -77,12 +77,12 @@ class Skeleton:
                 raise ValueError(f"flip pair {pair!r} must have two joints")
             a, b = (self._index(x, names, seen, "flip_pairs") for x in pair)
             if a == b:
-                raise ValueError(f"flip pair ({names[a]!r}, {names[b]!r}) pairs a joint with itself")
+                raise ValueError(
+                    f"flip pair ({names[a]!r}, {names[b]!r}) pairs a joint with itself"
+                )
             for x in (a, b):
                 if x in used:
-                    raise ValueError(
-                        f"joint {x} ({names[x]!r}) appears in more than one flip pair"
-                    )
+                    raise ValueError(f"joint {x} ({names[x]!r}) appears in more than one flip pair")
                 used[x] = len(pairs)
             pairs.append((a, b))
 
@@ -142,7 +142,7 @@ class Skeleton:
 
     @cached_property
     def flip_index(self) -> tuple[int, ...]:
-        """Joint permutation of a left/right mirror: ``mirrored[..., j] = joints[..., flip_index[j]]``."""
+        """Joint permutation of a mirror: ``mirrored[..., j] = joints[..., flip_index[j]]``."""
         perm = list(range(self.num_joints))
         for a, b in self.flip_pairs:
             perm[a], perm[b] = b, a
@@ -162,7 +162,9 @@ class Skeleton:
         return tuple(rows)
 
     # ------------------------------------------------------------------ cached tensors
-    def tensor(self, key: str, device: torch.device | str | None = None, dtype=None) -> torch.Tensor:
+    def tensor(
+        self, key: str, device: torch.device | str | None = None, dtype=None
+    ) -> torch.Tensor:
         """A derived index or matrix tensor on ``device``, built once and cached.
 
         Keys: ``"parents"``/``"children"`` (S,) bone end joints; ``"flip_index"`` (J,);
@@ -193,12 +195,14 @@ class Skeleton:
         raise KeyError(f"unknown skeleton tensor {key!r}")
 
     def compose_matrix(self, dim: int, device, dtype) -> torch.Tensor:
-        """``(S*D, J*D)`` matrix ``kron(path.T, I_D)``: flat bone vectors -> flat joints (root at 0)."""
+        """``(S*D, J*D)`` matrix ``kron(path.T, I_D)``: flat bones -> flat joints (root at 0)."""
         ck = ("compose", dim, torch.device(device), dtype)
         t = self._cache.get(ck)
         if t is None:
             path = self.tensor("path", "cpu", torch.float64)
-            t = torch.kron(path.T.contiguous(), torch.eye(dim, dtype=torch.float64)).to(device, dtype)
+            t = torch.kron(path.T.contiguous(), torch.eye(dim, dtype=torch.float64)).to(
+                device, dtype
+            )
             self._cache[ck] = t
         return t
 
@@ -212,6 +216,15 @@ class Skeleton:
                 inc[c, s] += 1.0
                 inc[p, s] -= 1.0
             t = torch.kron(inc, torch.eye(dim, dtype=torch.float64)).to(device, dtype)
+            self._cache[ck] = t
+        return t
+
+    def bone_sum_matrix(self, dim: int, device, dtype) -> torch.Tensor:
+        """``(S*D, S)`` 0/1 matrix summing each bone's ``D`` flat coordinates."""
+        ck = ("bone_sum", dim, torch.device(device), dtype)
+        t = self._cache.get(ck)
+        if t is None:
+            t = torch.kron(torch.eye(self.num_bones), torch.ones(dim, 1)).to(device, dtype)
             self._cache[ck] = t
         return t
 

@@ -425,4 +425,3 @@ def bundled_bvh() -> list[Path]:
     """The real CMU recordings shipped with the package (subject 131: two walks, one hop)."""
     root = Path(__file__).resolve().parent.parent / "assets" / "mocap"
     return sorted(root.glob("*.bvh"))
-

@@ -68,11 +68,14 @@ def decompose(
         True
     """
     bones = bone_vectors(joints, skeleton)
-    sq = (bones * bones).sum(-1, keepdim=True)
+    S, D = bones.shape[-2:]
+    # Squared lengths as a small GEMM on the flat layout (a sum over a size-3 last dim is slow).
+    E = skeleton.bone_sum_matrix(D, bones.device, bones.dtype)
+    sq = (bones.reshape(*bones.shape[:-2], S * D).square() @ E).unsqueeze(-1)
     ok = sq > eps * eps
     norm = torch.where(ok, sq, torch.ones_like(sq)).sqrt()  # never sqrt(0): finite gradients
-    lengths = torch.where(ok, norm, torch.zeros_like(norm))
-    directions = torch.where(ok, bones / norm, torch.zeros_like(bones))
+    lengths = norm * ok
+    directions = bones * (ok / norm)  # the large tensor is touched once
     return lengths, directions
 
 
@@ -104,18 +107,20 @@ def compose(
     D = directions.shape[-1]
     if D not in (2, 3):
         raise ValueError(f"directions must have 2 or 3 coordinates, got D={D}")
+    check_finite("lengths", lengths)
+    check_finite("directions", directions)
     try:
-        bones = lengths * directions
+        lead = torch.broadcast_shapes(lengths.shape[:-2], directions.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"lengths {tuple(lengths.shape)} does not broadcast against directions "
             f"{tuple(directions.shape)}"
         ) from None
-    check_finite("lengths", lengths)
-    check_finite("directions", directions)
-    lead = bones.shape[:-2]
+    # Multiply in the flat (..., S*D) layout: broadcasting a size-1 last dim is slow on CPU.
+    flat_len = lengths.expand(*lengths.shape[:-1], D).reshape(*lengths.shape[:-2], S * D)
+    bones = directions.reshape(*directions.shape[:-2], S * D) * flat_len
     M = skeleton.compose_matrix(D, bones.device, bones.dtype)
-    joints = (bones.reshape(*lead, S * D) @ M).reshape(*lead, skeleton.num_joints, D)
+    joints = (bones @ M).reshape(*lead, skeleton.num_joints, D)
     if root is not None:
         check_tensor("root", root)
         check_last_dims("root", root, (D,), f"D={D} coordinates")

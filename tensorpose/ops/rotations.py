@@ -25,7 +25,7 @@ def _axis_matrix(axis: str, angle: torch.Tensor) -> torch.Tensor:
 
 
 def euler_to_matrix(angles: torch.Tensor, order: str) -> torch.Tensor:
-    """Intrinsic Euler angles to rotation matrices: ``R = R_{order[0]} @ R_{order[1]} @ R_{order[2]}``.
+    """Intrinsic Euler angles to matrices: ``R = R_{order[0]} @ R_{order[1]} @ R_{order[2]}``.
 
     This is the BVH convention: channels ``Zrotation Xrotation Yrotation`` give ``order="ZXY"``
     and ``angles[..., i]`` is the angle of the i-th listed channel.
@@ -40,7 +40,8 @@ def euler_to_matrix(angles: torch.Tensor, order: str) -> torch.Tensor:
 
     Example:
         >>> R = euler_to_matrix(torch.tensor([0.0, 0.0, torch.pi / 2]), "XYZ")
-        >>> torch.allclose(R @ torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0]), atol=1e-6)
+        >>> v = R @ torch.tensor([1.0, 0.0, 0.0])
+        >>> torch.allclose(v, torch.tensor([0.0, 1.0, 0.0]), atol=1e-6)
         True
     """
     check_tensor("angles", angles)
@@ -54,7 +55,7 @@ def euler_to_matrix(angles: torch.Tensor, order: str) -> torch.Tensor:
 
 
 def axis_angle_to_matrix(axis_angle: torch.Tensor) -> torch.Tensor:
-    """Rodrigues' formula. ``axis_angle (..., 3)`` (direction = axis, norm = angle) -> ``(..., 3, 3)``.
+    """Rodrigues' formula: ``axis_angle (..., 3)`` (axis * angle) -> ``(..., 3, 3)``.
 
     Smooth at zero angle (Taylor terms below 1e-4 rad keep gradients finite).
     """
