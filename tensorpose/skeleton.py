@@ -4,7 +4,6 @@ tensors the kinematics ops need, derived once and cached per device and dtype.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 
 import torch
 
@@ -92,7 +91,12 @@ class Skeleton:
         self.name = name
         self.depth = tuple(depth)
         self.root = roots[0]
-        self._cache: dict[tuple, torch.Tensor] = {}
+        # Derived once here (plain attributes, so torch.compile traces through them freely).
+        self.bones = self._bones()
+        self.levels = self._levels()
+        self.flip_index = self._flip_index()
+        self.ancestor_matrix = self._ancestor_matrix()
+        self._cache: dict[tuple, object] = {}
 
     @staticmethod
     def _index(x: int | str, names: tuple[str, ...], lookup: dict[str, int], arg: str) -> int:
@@ -127,29 +131,25 @@ class Skeleton:
         except ValueError:
             raise ValueError(f"skeleton {self.name or ''} has no joint named {name!r}") from None
 
-    @cached_property
-    def bones(self) -> tuple[tuple[int, int], ...]:
+    def _bones(self) -> tuple[tuple[int, int], ...]:
         """``S = J - 1`` rows of ``(parent, child)``, children in ascending joint index."""
         return tuple((p, j) for j, p in enumerate(self.parents) if p != -1)
 
-    @cached_property
-    def levels(self) -> tuple[tuple[int, ...], ...]:
+    def _levels(self) -> tuple[tuple[int, ...], ...]:
         """Joint indices grouped by depth: ``levels[0] == (root,)``."""
         out: list[list[int]] = [[] for _ in range(max(self.depth) + 1)]
         for j, d in enumerate(self.depth):
             out[d].append(j)
         return tuple(tuple(level) for level in out)
 
-    @cached_property
-    def flip_index(self) -> tuple[int, ...]:
+    def _flip_index(self) -> tuple[int, ...]:
         """Joint permutation of a mirror: ``mirrored[..., j] = joints[..., flip_index[j]]``."""
         perm = list(range(self.num_joints))
         for a, b in self.flip_pairs:
             perm[a], perm[b] = b, a
         return tuple(perm)
 
-    @cached_property
-    def ancestor_matrix(self) -> tuple[tuple[int, ...], ...]:
+    def _ancestor_matrix(self) -> tuple[tuple[int, ...], ...]:
         """``(J, J)`` 0/1 rows: ``A[j][k] = 1`` when ``k`` is ``j`` or one of its ancestors."""
         rows = []
         for j in range(self.num_joints):

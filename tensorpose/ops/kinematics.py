@@ -39,6 +39,12 @@ def bone_vectors(joints: torch.Tensor, skeleton: Skeleton) -> torch.Tensor:
         ``(..., S, D)`` with ``S = J - 1``.
     """
     D = _check_joints("joints", joints, skeleton)
+    if torch.compiler.is_compiling():
+        # Under torch.compile gathers fuse into one kernel with what follows; eager prefers
+        # the single GEMM below (a gather over a size-3 last dim is slow on CPU).
+        child = skeleton.tensor("children", joints.device)
+        parent = skeleton.tensor("parents", joints.device)
+        return joints.index_select(-2, child) - joints.index_select(-2, parent)
     lead = joints.shape[:-2]
     M = skeleton.bone_matrix(D, joints.device, joints.dtype)
     flat = joints.reshape(*lead, skeleton.num_joints * D) @ M
@@ -116,16 +122,32 @@ def compose(
             f"lengths {tuple(lengths.shape)} does not broadcast against directions "
             f"{tuple(directions.shape)}"
         ) from None
-    # Multiply in the flat (..., S*D) layout: broadcasting a size-1 last dim is slow on CPU.
-    flat_len = lengths.expand(*lengths.shape[:-1], D).reshape(*lengths.shape[:-2], S * D)
-    bones = directions.reshape(*directions.shape[:-2], S * D) * flat_len
-    M = skeleton.compose_matrix(D, bones.device, bones.dtype)
-    joints = (bones @ M).reshape(*lead, skeleton.num_joints, D)
     if root is not None:
         check_tensor("root", root)
         check_last_dims("root", root, (D,), f"D={D} coordinates")
-        joints = joints + root.unsqueeze(-2)
-    return joints
+    if torch.compiler.is_compiling():
+        joints = _compose_by_levels(lengths * directions, skeleton)
+    else:
+        # Multiply in the flat (..., S*D) layout: broadcasting a size-1 last dim is slow on CPU.
+        flat_len = lengths.expand(*lengths.shape[:-1], D).reshape(*lengths.shape[:-2], S * D)
+        bones = directions.reshape(*directions.shape[:-2], S * D) * flat_len
+        M = skeleton.compose_matrix(D, bones.device, bones.dtype)
+        joints = (bones @ M).reshape(*lead, skeleton.num_joints, D)
+    return joints if root is None else joints + root.unsqueeze(-2)
+
+
+def _compose_by_levels(bones: torch.Tensor, skeleton: Skeleton) -> torch.Tensor:
+    """The torch.compile path of :func:`compose`: per depth level, parent position + bone.
+    Inductor fuses the whole level loop into one memory-bound kernel (the GEMM of the eager path
+    would stay a separate, compute-bound call)."""
+    steps, inverse = _level_plan(skeleton, bones.device)
+    P_prev = torch.zeros_like(bones[..., :1, :])
+    Ps = [P_prev]
+    # A loop over depth levels (not bones), unrolled at trace time.
+    for _, parent_slot, bone_idx in steps:
+        P_prev = P_prev.index_select(-2, parent_slot) + bones.index_select(-2, bone_idx)
+        Ps.append(P_prev)
+    return torch.cat(Ps, dim=-2).index_select(-2, inverse)
 
 
 def bone_lengths(joints: torch.Tensor, skeleton: Skeleton) -> torch.Tensor:
@@ -190,7 +212,7 @@ def forward_kinematics(
     Ps, Gs = [P_prev], [G_prev]
     steps, inverse = _level_plan(skeleton, R.device)
     # A loop over depth levels (not joints): each level depends on the one above it.
-    for level, parent_slot in steps:
+    for level, parent_slot, _ in steps:
         Gp = G_prev.index_select(-3, parent_slot)  # (..., n, 3, 3)
         P_prev = P_prev.index_select(-2, parent_slot) + (
             Gp @ off.index_select(-2, level).unsqueeze(-1)
@@ -208,7 +230,8 @@ def _level_plan(
     skeleton: Skeleton, device: torch.device
 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     """Steps per depth level >= 1 as (joint indices, slot of each joint's parent in the level
-    above), and the permutation from level-concatenated order back to joint order."""
+    above, index of the bone ending at each joint), and the permutation from level-concatenated
+    order back to joint order."""
     key = ("fk_plan", torch.device(device))
     plan = skeleton._cache.get(key)
     if plan is None:
@@ -216,11 +239,14 @@ def _level_plan(
         order = torch.tensor([j for lv in levels for j in lv])
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(len(order))
+        bone_of = {c: s for s, (_, c) in enumerate(skeleton.bones)}
         steps = []
         for d in range(1, len(levels)):
             slot = {j: i for i, j in enumerate(levels[d - 1])}
             parent_slot = [slot[skeleton.parents[j]] for j in levels[d]]
-            steps.append((torch.tensor(levels[d]), torch.tensor(parent_slot)))
-        plan = ([(a.to(device), b.to(device)) for a, b in steps], inverse.to(device))
+            bone_idx = [bone_of[j] for j in levels[d]]
+            step = (levels[d], parent_slot, bone_idx)
+            steps.append(tuple(torch.tensor(x, device=device) for x in step))
+        plan = (steps, inverse.to(device))
         skeleton._cache[key] = plan
     return plan
