@@ -270,7 +270,12 @@ def link_tracks(
     T = len(frames)
     if T == 0:
         raise ValueError("frames must hold at least one frame")
-    frames = [torch.as_tensor(f, dtype=torch.float64) for f in frames]
+    frames = [
+        f.to(torch.float64)
+        if isinstance(f, torch.Tensor)
+        else torch.from_numpy(np.ascontiguousarray(f, dtype=np.float64))
+        for f in frames
+    ]
     K = frames[0].shape[1]
     last = torch.zeros(0, K, 2, dtype=torch.float64)  # last seen xy per track and joint
     assigned: list[torch.Tensor] = []  # per frame, the track of each person
@@ -366,7 +371,7 @@ def write_openpose(
         people = [
             {
                 "person_id": [int(p)],
-                "pose_keypoints_2d": [round(float(v), 4) for v in flat[t, p]],
+                "pose_keypoints_2d": [round(float(v), 6) for v in flat[t, p]],
                 "face_keypoints_2d": [],
                 "hand_left_keypoints_2d": [],
                 "hand_right_keypoints_2d": [],

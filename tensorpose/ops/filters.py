@@ -7,7 +7,8 @@ tensor ops over all ``N`` signals: no Python object per joint, no loop over trac
 
 Missing observations are NaN (or ``False`` in ``mask``): the Kalman filter predicts through
 them, the One-Euro filter holds its last output. Before a signal's first valid observation the
-output is NaN; an all-missing signal stays NaN.
+output is NaN; an all-missing signal stays NaN. The filters are post-processing, not
+differentiable: they read their input detached and write into reused buffers.
 
 Precision (measured in ``tests/ops/test_filters.py`` and ``benchmarks/filters.py``):
 float64 equals filterpy (``KalmanFilter``, ``rts_smoother``) to ~1e-12 on pixel-scale data
@@ -52,6 +53,7 @@ def _signals(
     """``observations (..., T, D)`` -> zero-filled ``z (T, N)`` and ``valid (T, N)`` with
     ``N = prod(...) * D`` (signal ``n`` is leading index ``n // D``, coordinate ``n % D``)."""
     check_tensor("observations", observations, 2)
+    observations = observations.detach()
     T = observations.shape[-2]
     valid = ~torch.isnan(observations)
     if mask is not None:
@@ -73,6 +75,15 @@ def _signals(
     valid = valid & ~torch.isinf(observations)
     z = torch.where(valid, observations, 0.0)
     return z.movedim(-2, 0).reshape(T, -1), valid.movedim(-2, 0).reshape(T, -1)
+
+
+def _center(z: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Subtract each signal's first valid value from ``z (T, N)``. The filters commute with a
+    constant shift, and values near 0 keep float32 precise: pixel coordinates of ~1000 would
+    spend 10 of float32's 24 bits on the offset."""
+    first = valid.to(torch.uint8).argmax(0, keepdim=True)  # first valid step (0 if none)
+    offset = z.gather(0, first).squeeze(0)  # z is 0 where invalid: never-valid -> 0
+    return torch.where(valid, z - offset, 0.0), offset
 
 
 def _unfold(x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -173,11 +184,11 @@ def _forward(
         x, P = pred[:n], pred[n:].view(n, n, N)
         # Update with H = (1, 0, ...): S = P00 + r, K = P[:, 0] / S, x += K (z - x0),
         # P -= K P[0, :] (equal to filterpy's Joseph form for the optimal gain).
-        p0 = P[:, 0]  # column 0 of P, (n, N)
+        p0 = P[:, 0]  # column 0 of P = P H^T, (n, N)
         k = p0 * (gate[t] / (p0[0] + r))
         o = out[t] if keep_state else post
         torch.addcmul(x, k, z[t] - x[0], out=o[:n])
-        torch.addcmul(P, k.unsqueeze(1), p0.unsqueeze(0), value=-1, out=o[n:].view(n, n, N))
+        torch.addcmul(P, k.unsqueeze(1), P[0].unsqueeze(0), value=-1, out=o[n:].view(n, n, N))
         if not keep_state:
             out[t] = o[0]
     return out, started
@@ -243,10 +254,12 @@ def kalman_filter(
     dt, q, r = _check_common(observations, dt, process_noise, measurement_noise)
     n, F, Q, P0 = _model(model, dt, q, initial_variance, observations.dtype, observations.device)
     z, valid = _signals(observations, mask)
+    z, offset = _center(z, valid)
     out, started = _forward(z, valid, F, Q, P0, r, keep_state=return_state)
     if not return_state:
-        return _unfold(torch.where(started, out, float("nan")), observations.shape)
+        return _unfold(torch.where(started, out + offset, float("nan")), observations.shape)
     xs, Ps = _split_state(out, n)
+    xs[..., 0] += offset
     return _finish_state(xs, Ps, started, observations.shape)
 
 
@@ -294,6 +307,7 @@ def kalman_smoother(
     dt, q, r = _check_common(observations, dt, process_noise, measurement_noise)
     n, F, Q, P0 = _model(model, dt, q, initial_variance, observations.dtype, observations.device)
     z, valid = _signals(observations, mask)
+    z, offset = _center(z, valid)
     out, started = _forward(z, valid, F, Q, P0, r, keep_state=True)
     xs, Ps = _split_state(out, n)
     xs, Ps = xs.contiguous(), Ps.contiguous()
@@ -320,7 +334,8 @@ def kalman_smoother(
                 outP.append(Pk)
             Ps = torch.stack(outP[::-1])
     if not return_state:
-        return _unfold(torch.where(started, xs[..., 0], float("nan")), observations.shape)
+        return _unfold(torch.where(started, xs[..., 0] + offset, float("nan")), observations.shape)
+    xs[..., 0] += offset
     return _finish_state(xs, Ps, started, observations.shape)
 
 
@@ -368,6 +383,7 @@ def one_euro_filter(
     beta = _non_negative("beta", beta)
     d_cutoff = _positive("d_cutoff", d_cutoff)
     z, valid = _signals(observations, mask)
+    z, offset = _center(z, valid)
     T, N = z.shape
     dtype, device = z.dtype, z.device
     # Everything that depends only on which samples are valid, for all steps at once: the
@@ -396,7 +412,7 @@ def one_euro_filter(
         torch.lerp(x_hat + first_z[t], z[t], alpha, out=out[t])  # a x + (1 - a) x_hat
         x_hat = out[t]
     started = valid.cumsum(0, dtype=torch.int32) > 0
-    return _unfold(torch.where(started, out, float("nan")), observations.shape)
+    return _unfold(torch.where(started, out + offset, float("nan")), observations.shape)
 
 
 def jitter(x: torch.Tensor) -> torch.Tensor:
