@@ -151,11 +151,13 @@ def main(argv=None) -> int:
     p.add_argument("--subset", type=int, default=200, help="signals timed in --quick mode")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--gpu-tracks", type=int, default=100_000, help="large run on CUDA")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--threads", default=None, help="torch CPU threads for the batched runs, e.g. 1,2"
+    )
+    p.add_argument("--note", default="", help="free text stored in the JSON")
     p.add_argument("--out", default=None, help="JSON path (default results/filters_<dev>.json)")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    thread_counts = [int(t) for t in args.threads.split(",")] if args.threads else [None]
     device = torch.device(args.device)
     cuda = device.type == "cuda"
 
@@ -174,11 +176,12 @@ def main(argv=None) -> int:
     if args.quick:
         print(f"--quick: per-signal baselines timed on {sub} of {S} signals, scaled x{scale:.1f}")
 
-    def add(group, name, seconds, baseline, diff=None, scaled=False):
+    def add(group, name, seconds, baseline, diff=None, scaled=False, threads=None):
         rows.append(
             {
                 "group": group,
                 "name": name,
+                "threads": threads,
                 "median_s": seconds,
                 "ratio_vs_baseline": baseline / seconds,
                 "max_abs_diff_vs_reference_px": diff,
@@ -201,13 +204,20 @@ def main(argv=None) -> int:
         t_base, ref = _timeit(lambda b=baseline: b(signals[:sub]), 0, base_reps, False)
         t_base *= scale
         add(group, base_name, t_base, t_base, scaled=args.quick)
-        for dtype, x in (("float64", xd64), ("float32", xd32)):
-            t, out = _timeit(lambda f=ours, x=x: f(x), 2, args.repeats, cuda)
-            flat = out.double().cpu().permute(0, 1, 3, 2).reshape(S, args.frames)[:sub].numpy()
-            diff = float(np.nanmax(np.abs(flat - ref)))
-            assert np.array_equal(np.isnan(flat), np.isnan(ref)), f"{group} {dtype}: NaN pattern"
-            diffs[f"{group}_{dtype}"] = diff
-            add(group, f"tensorpose {group} {dtype} batched", t, t_base, diff)
+        for threads in thread_counts:
+            if threads:
+                torch.set_num_threads(threads)
+            for dtype, x in (("float64", xd64), ("float32", xd32)):
+                t, out = _timeit(lambda f=ours, x=x: f(x), 2, args.repeats, cuda)
+                flat = out.double().cpu().permute(0, 1, 3, 2).reshape(S, args.frames)[:sub]
+                flat = flat.numpy()
+                diff = float(np.nanmax(np.abs(flat - ref)))
+                assert np.array_equal(np.isnan(flat), np.isnan(ref)), f"{group} {dtype}: NaNs"
+                diffs[f"{group}_{dtype}"] = diff
+                name = f"tensorpose {group} {dtype} batched"
+                if threads and len(thread_counts) > 1:
+                    name += f", {threads} thread{'s' if threads > 1 else ''}"
+                add(group, name, t, t_base, diff, threads=torch.get_num_threads())
 
     big = None
     if cuda and args.gpu_tracks:
@@ -245,7 +255,8 @@ def main(argv=None) -> int:
         "device": str(device),
         "device_name": device_name(device),
         "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
+        "threads": [t or torch.get_num_threads() for t in thread_counts],
+        "note": args.note,
         "python": platform.python_version(),
         "sizes": {
             "tracks": args.tracks,

@@ -16,10 +16,11 @@ with a constant shift), so the pixel offset costs float32 no bits.
 
 * float64: equals filterpy (``KalmanFilter``, ``rts_smoother``) and the naive One-Euro loop to
   ~1e-12 px (tested at 1e-9; the CUDA variants of the tests run where a GPU is present).
-* float32: the constant-velocity filter, its smoother and One-Euro agree with float64 to ~1e-4 px
-  (tested at 1e-3); the constant-acceleration model is worse conditioned (a large
-  ``initial_variance`` on velocity and acceleration) and reaches ~1e-2 px in its start-up
-  transient, ~1e-3 px after (tested at 5e-2). Either is far below detector jitter (pixels).
+* float32: the constant-velocity filter, its smoother and One-Euro agree with float64 to
+  ~5e-4 px or better; the constant-acceleration model is worse conditioned (a large
+  ``initial_variance`` on velocity and acceleration): ~2e-3 px filtered and ~3e-2 px smoothed
+  during its start-up transient, ~1e-3 px after (30% missing, 1000 frames). The smoother takes
+  its small 2x2 / 3x3 inverses in float64 either way. All far below detector jitter (pixels).
 """
 
 from __future__ import annotations
@@ -105,15 +106,12 @@ def _model(
     initial_variance: float | Sequence[float],
     dtype: torch.dtype,
     device: torch.device,
-) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """State size ``n``, transition ``F (n, n)``, process noise ``Q (n, n)``, prior ``P0``."""
+) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """State size ``n``, process noise ``Q (n, n)`` and prior ``P0 (n, n)``; the transition
+    ``F = [[1, dt, dt^2/2], [0, 1, dt], [0, 0, 1]][:n, :n]`` is applied by :func:`_f_`."""
     if model not in _MODELS:
         raise ValueError(f"model must be one of {sorted(_MODELS)}, got {model!r}")
     n = _MODELS[model]
-    # Position, velocity(, acceleration): x_{t+1} = F x_t with Taylor terms dt^k / k!.
-    F = torch.tensor(
-        [[1.0, dt, 0.5 * dt * dt], [0.0, 1.0, dt], [0.0, 0.0, 1.0]], dtype=torch.float64
-    )[:n, :n]
     # Discrete white noise on the highest derivative (filterpy's Q_discrete_white_noise):
     # Q = q * g g^T with g = (dt^2/2, dt) for n=2 and (dt^2/2, dt, 1) for n=3.
     g = torch.tensor([0.5 * dt * dt, dt, 1.0][:n], dtype=torch.float64)
@@ -129,13 +127,25 @@ def _model(
             )
         iv = list(map(_positive, ["initial_variance"] * n, iv))
     kw = {"dtype": dtype, "device": device}
-    return n, F.to(**kw), Q.to(**kw), torch.diag(torch.tensor(iv, **kw))
+    return n, Q.to(**kw), torch.diag(torch.tensor(iv, **kw))
+
+
+def _f_(v: torch.Tensor, dt: float, dim: int) -> torch.Tensor:
+    """``v <- F v`` along ``dim`` (size n = 2 or 3), in place, with the Taylor transition
+    ``F = [[1, dt, dt^2/2], [0, 1, dt], [0, 0, 1]]``: row i reads only rows > i, so updating in
+    increasing order is exact. Elementwise ops instead of a matrix product: a BLAS call per step
+    would spin up BLAS threads, which stall on a loaded CPU."""
+    v.select(dim, 0).add_(v.select(dim, 1), alpha=dt)
+    if v.shape[dim] == 3:
+        v.select(dim, 0).add_(v.select(dim, 2), alpha=0.5 * dt * dt)
+        v.select(dim, 1).add_(v.select(dim, 2), alpha=dt)
+    return v
 
 
 def _forward(
     z: torch.Tensor,
     valid: torch.Tensor,
-    F: torch.Tensor,
+    dt: float,
     Q: torch.Tensor,
     P0: torch.Tensor,
     r: float,
@@ -145,22 +155,18 @@ def _forward(
 
     Returns ``started (T, N)`` (a valid observation has been seen) and either the filtered
     positions ``(T, N)`` or, with ``keep_state``, the filtered means and row-major covariances
-    ``(T, n + n^2, N)``.
+    stacked component-major, ``(T, n + n^2, N)``.
 
-    Mean and covariance of all signals are stacked component-major in one ``s (n + n^2, N)``
-    (every op then runs along contiguous rows of ``N`` signals), so the prediction of both is
-    ONE matrix product ``blockdiag(F, F kron F) @ s + [0; vec(Q)]`` and a step is about ten
-    small tensor ops. Steps write into reused buffers (``out=``): on CPU, touching fresh memory
-    every step costs more than the arithmetic."""
+    Mean and covariance of all signals live component-major in one ``s (n + n^2, N)``: every
+    op runs along contiguous rows of ``N`` signals, and a step is about a dozen small
+    elementwise ops on two reused buffers (on CPU, touching fresh memory every step costs more
+    than the arithmetic)."""
     T, N = z.shape
-    n = F.shape[0]
+    n = Q.shape[0]
     m = n + n * n
     dtype, device = z.dtype, z.device
-    M = torch.zeros(m, m, dtype=dtype, device=device)
-    M[:n, :n] = F
-    M[n:, n:] = torch.kron(F, F)  # vec(F P F^T) = (F kron F) vec(P), row-major vec
     zeros = torch.zeros(n, dtype=dtype, device=device)
-    bias = torch.cat([zeros, Q.reshape(-1)]).unsqueeze(-1)
+    Qb = Q.unsqueeze(-1)  # (n, n, 1)
     init = torch.cat([zeros, P0.reshape(-1)]).unsqueeze(-1)
     # Everything that depends only on which observations are valid, for all steps at once:
     started = valid.cumsum(0, dtype=torch.int32) > 0
@@ -171,30 +177,33 @@ def _forward(
     first_z = torch.where(valid & reset, z, 0.0)
     gate = valid.to(dtype)  # 0 turns the update into the identity
     reset = reset.unsqueeze(1)  # (T, 1, N)
-    pred = torch.empty(m, N, dtype=dtype, device=device)
     if keep_state:
         out = torch.empty(T, m, N, dtype=dtype, device=device)
     else:
         out = torch.empty(T, N, dtype=dtype, device=device)
         post = torch.empty(m, N, dtype=dtype, device=device)
-    # The one Python loop: over time steps of the recurrence, every signal at once.
-    for t in range(T):  # over time steps (the recurrence)
-        if t == 0:
-            pred.copy_(init.expand(m, N))
-        else:  # predict: x = F x, P = F P F^T + Q
-            torch.addmm(bias, M, out[t - 1] if keep_state else post, out=pred)
+    pred = init.expand(m, N).clone()
+    for t in range(T):  # over time steps (the recurrence), every signal at once
+        x, P = pred[:n], pred[n:].view(n, n, N)
+        if t > 0:  # predict in place: x = F x, P = F P F^T + Q
+            _f_(x, dt, 0)
+            _f_(_f_(P, dt, 0), dt, 1).add_(Qb)
         torch.where(reset[t], init, pred, out=pred)
         pred[0] += first_z[t]
-        x, P = pred[:n], pred[n:].view(n, n, N)
         # Update with H = (1, 0, ...): S = P00 + r, K = P[:, 0] / S, x += K (z - x0),
-        # P -= K P[0, :] (equal to filterpy's Joseph form for the optimal gain).
+        # P -= K P[0, :] (equal to filterpy's Joseph form for the optimal gain; the row P[0, :]
+        # and not the column: rounding leaves P slightly asymmetric, and the column form lets
+        # that asymmetry grow through F in float32).
         p0 = P[:, 0]  # column 0 of P = P H^T, (n, N)
         k = p0 * (gate[t] / (p0[0] + r))
         o = out[t] if keep_state else post
         torch.addcmul(x, k, z[t] - x[0], out=o[:n])
         torch.addcmul(P, k.unsqueeze(1), P[0].unsqueeze(0), value=-1, out=o[n:].view(n, n, N))
-        if not keep_state:
+        if keep_state:
+            pred.copy_(o)
+        else:
             out[t] = o[0]
+            pred, post = post, pred
     return out, started
 
 
@@ -256,10 +265,10 @@ def kalman_filter(
         torch.Size([5, 1])
     """
     dt, q, r = _check_common(observations, dt, process_noise, measurement_noise)
-    n, F, Q, P0 = _model(model, dt, q, initial_variance, observations.dtype, observations.device)
+    n, Q, P0 = _model(model, dt, q, initial_variance, observations.dtype, observations.device)
     z, valid = _signals(observations, mask)
     z, offset = _center(z, valid)
-    out, started = _forward(z, valid, F, Q, P0, r, keep_state=return_state)
+    out, started = _forward(z, valid, dt, Q, P0, r, keep_state=return_state)
     if not return_state:
         return _unfold(torch.where(started, out + offset, float("nan")), observations.shape)
     xs, Ps = _split_state(out, n)
@@ -298,8 +307,9 @@ def kalman_smoother(
     ``Pp_k = F P_k F^T + Q``, ``G_k = P_k F^T Pp_k^-1``,
     ``x^s_k = x_k + G_k (x^s_{k+1} - F x_k)``, ``P^s_k = P_k + G_k (P^s_{k+1} - Pp_k) G_k^T``:
     equal to filterpy's ``rts_smoother`` run on the filtered means and covariances from the
-    first valid observation on (float64: within 1e-9). The gains of all steps are computed in
-    one batched solve; only the ``x^s`` (and ``P^s``) recurrence loops over time.
+    first valid observation on (float64: within 1e-9). One loop over time steps, backwards;
+    each step is a few elementwise ops over all signals (the gain uses a closed-form inverse of
+    the 2x2 or 3x3 ``Pp``).
     Signals with a gap at the end are extrapolated from their last observation; before the
     first observation the output is NaN. Arguments and returns as :func:`kalman_filter`.
 
@@ -309,38 +319,64 @@ def kalman_smoother(
         torch.Size([5, 1])
     """
     dt, q, r = _check_common(observations, dt, process_noise, measurement_noise)
-    n, F, Q, P0 = _model(model, dt, q, initial_variance, observations.dtype, observations.device)
+    n, Q, P0 = _model(model, dt, q, initial_variance, observations.dtype, observations.device)
     z, valid = _signals(observations, mask)
     z, offset = _center(z, valid)
-    out, started = _forward(z, valid, F, Q, P0, r, keep_state=True)
-    xs, Ps = _split_state(out, n)
-    xs, Ps = xs.contiguous(), Ps.contiguous()
-    T = xs.shape[0]
-    if T > 1:
-        FP = F @ Ps[:-1]  # (T-1, N, n, n)
-        Pp = FP @ F.T + Q
-        # G = P F^T Pp^-1 = (Pp^-1 F P)^T  (P, Pp symmetric); Pp is positive definite.
-        G = torch.linalg.solve(Pp, FP).mT
-        Fx = xs[:-1] @ F.T
-        a = xs[:-1] - (G @ Fx.unsqueeze(-1)).squeeze(-1)  # x_k - G_k F x_k
-        out = torch.empty_like(xs).unsqueeze(-1)
-        out[-1] = xs[-1].unsqueeze(-1)
-        a = a.unsqueeze(-1)
-        # Loop over time steps, backwards: the smoother's recurrence.
-        for k in range(T - 2, -1, -1):  # over time steps, backwards
-            torch.baddbmm(a[k], G[k], out[k + 1], out=out[k])
-        xs = out.squeeze(-1)
-        if return_state:
-            Pk = Ps[-1]
-            outP = [Pk]
-            for k in range(T - 2, -1, -1):  # loop over time steps, backwards
-                Pk = Ps[k] + G[k] @ (Pk - Pp[k]) @ G[k].mT
-                outP.append(Pk)
-            Ps = torch.stack(outP[::-1])
+    out, started = _forward(z, valid, dt, Q, P0, r, keep_state=True)
+    T, _, N = out.shape
+    xs, Ps = out[:, :n], out[:, n:].view(T, n, n, N)  # component-major (T, n(, n), N)
+    xsm = torch.empty_like(xs)
+    xsm[-1] = xs[-1]
+    Psm = None
+    if return_state:
+        Psm = torch.empty_like(Ps)
+        Psm[-1] = Ps[-1]
+    Qb = Q.unsqueeze(-1)
+    # Loop over time steps, backwards (the smoother's recurrence); each step a few small
+    # elementwise ops on (n, n, N) stacks, the gain from a closed-form symmetric inverse.
+    for k in range(T - 2, -1, -1):  # over time steps, backwards
+        FP = _f_(Ps[k].clone(), dt, 0)  # F P_k
+        Pp = _f_(FP.clone(), dt, 1).add_(Qb)  # F P_k F^T + Q
+        # The cofactor inverse loses float32 digits on the ill-conditioned early Pp (a large
+        # initial_variance): take it in float64 (n(n+1)/2 numbers per signal, cheap).
+        Pinv = _inv_sym_cm(Pp.to(torch.float64)).to(Pp.dtype)
+        G = _matmul_cm(FP.transpose(0, 1), Pinv)  # P_k F^T Pp^-1
+        d = xsm[k + 1] - _f_(xs[k].clone(), dt, 0)  # x^s_{k+1} - F x_k
+        torch.add(xs[k], (G * d.unsqueeze(0)).sum(1), out=xsm[k])
+        if Psm is not None:
+            D = _matmul_cm(_matmul_cm(G, Psm[k + 1] - Pp), G.transpose(0, 1))
+            torch.add(Ps[k], D, out=Psm[k])
     if not return_state:
-        return _unfold(torch.where(started, xs[..., 0] + offset, float("nan")), observations.shape)
-    xs[..., 0] += offset
-    return _finish_state(xs, Ps, started, observations.shape)
+        return _unfold(torch.where(started, xsm[:, 0] + offset, float("nan")), observations.shape)
+    xsm = xsm.permute(0, 2, 1)  # (T, N, n)
+    xsm[..., 0] += offset
+    return _finish_state(xsm, Psm.permute(0, 3, 1, 2), started, observations.shape)
+
+
+def _matmul_cm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Per-signal matrix product of component-major ``(n, n, N)`` stacks."""
+    return (A.unsqueeze(2) * B.unsqueeze(0)).sum(1)
+
+
+def _inv_sym_cm(A: torch.Tensor) -> torch.Tensor:
+    """Inverse of symmetric positive definite component-major ``(n, n, N)`` stacks, n = 2 or 3,
+    by cofactors (elementwise: no LAPACK call, no transposed copies)."""
+    if A.shape[0] == 2:
+        a, b, c = A[0, 0], A[0, 1], A[1, 1]
+        inv = torch.stack([torch.stack([c, -b]), torch.stack([-b, a])])
+        return inv / (a * c - b * b)
+    a00, a01, a02, a11, a12, a22 = A[0, 0], A[0, 1], A[0, 2], A[1, 1], A[1, 2], A[2, 2]
+    c00 = a11 * a22 - a12 * a12
+    c01 = a02 * a12 - a01 * a22
+    c02 = a01 * a12 - a02 * a11
+    c11 = a00 * a22 - a02 * a02
+    c12 = a01 * a02 - a00 * a12
+    c22 = a00 * a11 - a01 * a01
+    det = a00 * c00 + a01 * c01 + a02 * c02
+    inv = torch.stack(
+        [torch.stack([c00, c01, c02]), torch.stack([c01, c11, c12]), torch.stack([c02, c12, c22])]
+    )
+    return inv / det
 
 
 def one_euro_filter(
