@@ -79,7 +79,8 @@ def _smooth(args: argparse.Namespace) -> int:
             f"{folder.name}: {T} frames, {P} tracks ({tracks.layout}); of the joints of present "
             f"people {missing:.1f}% are missing, {int(low.sum())} of them detected with "
             f"confidence < {args.min_confidence} and treated as missing; jitter "
-            f"{jitter(raw):.3f} -> {jitter(sm):.3f} px/frame^2, lag {lag(raw, sm):+.2f} frames "
+            f"{jitter(raw):.3f} -> {jitter(sm.masked_fill(raw.isnan(), float('nan'))):.3f} "
+            f"px/frame^2 (on the same frames), lag {lag(raw, sm):+.2f} frames "
             f"({args.method}) -> {out_dir}"
         )
         if args.no_plot:
