@@ -38,6 +38,76 @@ def _bvh_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _smooth(args: argparse.Namespace) -> int:
+    import torch
+
+    from .io.openpose import LAYOUTS, load_openpose, write_openpose
+    from .ops.filters import jitter, kalman_filter, kalman_smoother, lag, one_euro_filter
+
+    src = Path(args.input_dir)
+    if not src.is_dir():
+        raise FileNotFoundError(f"input folder not found: {src}")
+    # One OpenPose folder, or a folder of camera folders (e.g. the bundled tracks).
+    if any(src.glob("*.json")):
+        inputs = [src]
+    else:
+        inputs = sorted(d for d in src.iterdir() if d.is_dir() and any(d.glob("*.json")))
+        if not inputs:
+            raise ValueError(f"{src}: no OpenPose .json files in it or in its subfolders")
+    out_root = Path(args.out) if args.out else Path.cwd() / f"smoothed_{src.name}_{args.method}"
+
+    def smooth(x: torch.Tensor) -> torch.Tensor:
+        if args.method == "one-euro":
+            return one_euro_filter(x, args.fps, args.min_cutoff, args.beta, args.d_cutoff)
+        fn = kalman_filter if args.method == "kalman" else kalman_smoother
+        kw = {"process_noise": args.process_noise, "measurement_noise": args.measurement_noise}
+        return fn(x, model=args.model, **kw)
+
+    for folder in inputs:
+        tracks = load_openpose(folder, args.layout, args.min_confidence)
+        kp = tracks.keypoints  # (T, P, K, 3), NaN = missing
+        raw = kp[..., :2].permute(1, 2, 0, 3)  # (P, K, T, 2): filters run along T
+        sm = smooth(raw)
+        out_dir = out_root if len(inputs) == 1 else out_root / folder.name
+        xy = sm.permute(2, 0, 1, 3)
+        write_openpose(torch.cat([xy, kp[..., 2:]], -1), out_dir, [f.name for f in tracks.files])
+        T, P, K = kp.shape[:3]
+        present = (tracks.raw[..., 2] > 0).any(-1, keepdim=True).expand(T, P, K)
+        missing = torch.isnan(kp[..., 0])[present].float().mean() * 100
+        low = tracks.low_confidence
+        print(
+            f"{folder.name}: {T} frames, {P} tracks ({tracks.layout}); of the joints of present "
+            f"people {missing:.1f}% are missing, {int(low.sum())} of them detected with "
+            f"confidence < {args.min_confidence} and treated as missing; jitter "
+            f"{jitter(raw):.3f} -> {jitter(sm.masked_fill(raw.isnan(), float('nan'))):.3f} "
+            f"px/frame^2 (on the same frames), lag {lag(raw, sm):+.2f} frames "
+            f"({args.method}) -> {out_dir}"
+        )
+        if args.no_plot:
+            continue
+        names = LAYOUTS[tracks.layout]
+        if args.joint not in names:
+            raise ValueError(f"--joint must be one of {names}, got {args.joint!r}")
+        j = names.index(args.joint)
+        counts = (~torch.isnan(raw[..., 0])).sum((1, 2))  # most observed: main subject
+        p = int(counts.argmax()) if args.track is None else args.track
+        if not 0 <= p < P:
+            raise ValueError(f"--track must be in [0, {P}), got {p}")
+        from .viz import plot_joint_xy
+
+        png = out_root / f"{folder.name}_{args.joint}_track{p}.png"
+        plot_joint_xy(
+            raw[p, j],
+            {args.method: sm[p, j]},
+            png,
+            fps=args.fps,
+            title=f"{folder.name}: {args.joint} of track {p}, raw vs {args.method}",
+            dropped=tracks.raw[:, p, j, :2].masked_fill(~low[:, p, j, None], float("nan")),
+        )
+        print(f"  picture: {png}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tensorpose", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,6 +120,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="*", help="BVH files")
     p.add_argument("--mapping", default=None, help="joint-name mapping (default: detect)")
     p.set_defaults(func=_bvh_info)
+
+    p = sub.add_parser(
+        "smooth",
+        help="smooth OpenPose JSON tracks (Kalman, RTS smoother or One-Euro)",
+        description="Read OpenPose per-frame JSON (one folder, or a folder of camera folders), "
+        "link people into tracks, treat joints below --min-confidence as missing, smooth every "
+        "joint of every track at once, write the same JSON format (a joint the filter predicted "
+        "through a gap keeps its x, y with confidence 0) and a PNG of one joint's x(t), y(t).",
+    )
+    p.add_argument("input_dir", help="OpenPose JSON folder (or a folder of such folders)")
+    p.add_argument("--method", choices=["kalman", "rts", "one-euro"], default="rts")
+    p.add_argument("--out", default=None, help="output folder (default ./smoothed_<name>_<method>)")
+    p.add_argument("--fps", type=float, default=30.0, help="frame rate (bundled tracks: 60)")
+    p.add_argument("--layout", default=None, help="BODY_25, BODY_25B or COCO_18 (default: detect)")
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--model", choices=["velocity", "acceleration"], default="velocity")
+    p.add_argument(
+        "--process-noise", type=float, default=0.5, help="Kalman q, (px/frame^2)^2 (default 0.5)"
+    )
+    p.add_argument(
+        "--measurement-noise", type=float, default=9.0, help="Kalman r, px^2 (default 9)"
+    )
+    p.add_argument("--min-cutoff", type=float, default=1.0, help="One-Euro, Hz (default 1)")
+    p.add_argument("--beta", type=float, default=0.01, help="One-Euro, 1/px (default 0.01)")
+    p.add_argument("--d-cutoff", type=float, default=1.0, help="One-Euro, Hz (default 1)")
+    p.add_argument("--joint", default="r_wrist", help="joint to draw (default r_wrist)")
+    p.add_argument(
+        "--track", type=int, default=None, help="track to draw (default: the most observed)"
+    )
+    p.add_argument("--no-plot", action="store_true", help="skip the picture")
+    p.set_defaults(func=_smooth)
     return parser
 
 

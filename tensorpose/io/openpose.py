@@ -1,0 +1,389 @@
+"""OpenPose per-frame JSON folders -> keypoint tracks ``(T, P, K, 3)``, and back.
+
+OpenPose writes one JSON file per frame with a list of ``people``, each with a flat
+``pose_keypoints_2d = [x0, y0, c0, x1, y1, c1, ...]`` (``0, 0, 0`` for a joint it did not
+find). People are not identified across frames; :func:`load_openpose` links them into tracks
+with :func:`link_tracks` and returns ``(x, y, confidence)`` with NaN for absent people and
+missing or low-confidence joints.
+
+Layouts (keypoint orders) are :data:`LAYOUTS`: ``BODY_25`` (OpenPose's default model),
+``BODY_25B`` (the experimental model; its first 17 keypoints are COCO's) and ``COCO_18``.
+Both BODY_25 variants have 25 keypoints: pass ``layout=``; without it 25 keypoints are read as
+``BODY_25B`` (the layout of the bundled tracks) and 18 as ``COCO_18``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import skeletons
+
+__all__ = [
+    "COCO17_INDEX",
+    "LAYOUTS",
+    "OpenPoseError",
+    "Tracks",
+    "bundled_tracks",
+    "link_tracks",
+    "load_openpose",
+    "read_openpose_frames",
+    "write_openpose",
+]
+
+LAYOUTS: dict[str, list[str]] = {
+    "BODY_25": [
+        "nose", "neck", "r_shoulder", "r_elbow", "r_wrist", "l_shoulder", "l_elbow",
+        "l_wrist", "mid_hip", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle",
+        "r_eye", "l_eye", "r_ear", "l_ear", "l_big_toe", "l_small_toe", "l_heel",
+        "r_big_toe", "r_small_toe", "r_heel",
+    ],
+    "BODY_25B": [
+        "nose", "l_eye", "r_eye", "l_ear", "r_ear", "l_shoulder", "r_shoulder", "l_elbow",
+        "r_elbow", "l_wrist", "r_wrist", "l_hip", "r_hip", "l_knee", "r_knee", "l_ankle",
+        "r_ankle", "neck", "head_top", "l_big_toe", "l_small_toe", "l_heel", "r_big_toe",
+        "r_small_toe", "r_heel",
+    ],
+    "COCO_18": [
+        "nose", "neck", "r_shoulder", "r_elbow", "r_wrist", "l_shoulder", "l_elbow",
+        "l_wrist", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle", "r_eye",
+        "l_eye", "r_ear", "l_ear",
+    ],
+}  # fmt: skip
+"""Keypoint names per OpenPose layout, in file order (tensorpose's snake_case names; BODY_25B's
+``neck`` is OpenPose's "UpperNeck" and ``head_top`` its "HeadTop")."""
+
+COCO17_INDEX: dict[str, list[int]] = {
+    name: [names.index(j) for j in skeletons.coco17().names] for name, names in LAYOUTS.items()
+}
+"""Per layout, the keypoint index of each joint of tensorpose's ``coco17`` skeleton (all three
+layouts contain the 17 COCO keypoints): ``kp[..., COCO17_INDEX[layout], :]``."""
+
+_DEFAULT_LAYOUT = {25: "BODY_25B", 18: "COCO_18"}
+BUNDLED_FPS = 60.0
+"""Frame rate of the bundled tracks (the pose2sim demo session is configured at 60 fps)."""
+
+
+class OpenPoseError(ValueError):
+    """An OpenPose folder or file could not be read; the message names the file."""
+
+
+@dataclass
+class Tracks:
+    """Keypoint tracks read from one OpenPose folder.
+
+    Attributes:
+        keypoints: ``(T, P, K, 3)`` float64 ``x, y, confidence`` in pixels; NaN where a track
+            has no person in a frame, or a joint was not detected or fell below
+            ``min_confidence``.
+        layout: the layout name (a key of :data:`LAYOUTS`).
+        files: the ``T`` frame files in time order.
+        min_confidence: the threshold that was applied.
+        raw: ``(T, P, K, 3)`` the same before the threshold (NaN only where the track is absent
+            or OpenPose found no joint, confidence 0).
+        people_per_frame: how many people each frame's file lists.
+    """
+
+    keypoints: torch.Tensor
+    layout: str
+    files: list[Path]
+    min_confidence: float
+    raw: torch.Tensor
+    people_per_frame: list[int] = field(default_factory=list)
+
+    @property
+    def low_confidence(self) -> torch.Tensor:
+        """``(T, P, K)`` bool: detected with ``0 < confidence < min_confidence``, hence NaN in
+        :attr:`keypoints` (missing for the filters)."""
+        c = self.raw[..., 2]
+        return (c > 0) & (c < self.min_confidence)
+
+    @property
+    def names(self) -> list[str]:
+        return LAYOUTS[self.layout]
+
+    @property
+    def num_frames(self) -> int:
+        return self.keypoints.shape[0]
+
+    @property
+    def num_tracks(self) -> int:
+        return self.keypoints.shape[1]
+
+    def to_coco17(self) -> torch.Tensor:
+        """``(T, P, 17, 3)`` in the order of ``skeletons.coco17()``."""
+        return self.keypoints[:, :, COCO17_INDEX[self.layout]]
+
+
+def bundled_tracks() -> list[Path]:
+    """The four camera folders of real OpenPose BODY_25B tracks shipped with the package
+    (pose2sim demo balancing trial, 100 frames each at 60 fps; see assets/ATTRIBUTION.md)."""
+    root = Path(__file__).resolve().parent.parent / "assets" / "tracks" / "openpose_body25b"
+    return sorted(p for p in root.glob("cam*_json") if p.is_dir())
+
+
+def _frame_key(path: Path) -> tuple:
+    """Natural sort: numbers in the name compare as numbers (``f9`` before ``f10``)."""
+    return tuple(int(s) if s.isdigit() else s for s in re.split(r"(\d+)", path.name))
+
+
+def _parse_frame(path: Path) -> list[np.ndarray]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise OpenPoseError(f"{path}: malformed JSON: {e}") from None
+    except UnicodeDecodeError as e:
+        raise OpenPoseError(f"{path}: not UTF-8 text: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("people"), list):
+        raise OpenPoseError(f"{path}: expected an object with a 'people' list")
+    people = []
+    for i, person in enumerate(data["people"]):
+        kp = person.get("pose_keypoints_2d") if isinstance(person, dict) else None
+        if not isinstance(kp, list):
+            raise OpenPoseError(f"{path}: people[{i}] has no 'pose_keypoints_2d' list")
+        if len(kp) == 0:  # e.g. only face/hand keypoints were written
+            continue
+        if len(kp) % 3:
+            raise OpenPoseError(
+                f"{path}: people[{i}].pose_keypoints_2d has {len(kp)} numbers, "
+                "not a multiple of 3 (x, y, confidence)"
+            )
+        try:
+            people.append(np.asarray(kp, dtype=np.float64).reshape(-1, 3))
+        except (TypeError, ValueError):
+            raise OpenPoseError(
+                f"{path}: people[{i}].pose_keypoints_2d has non-numeric values"
+            ) from None
+    return people
+
+
+def read_openpose_frames(
+    folder: str | os.PathLike, layout: str | None = None
+) -> tuple[list[np.ndarray], list[Path], str]:
+    """Parse every ``*.json`` in ``folder`` (natural name order = time order).
+
+    Returns:
+        per frame an array ``(P_t, K, 3)`` of the raw values, the files, and the layout.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        OpenPoseError: no JSON files, a malformed file, or keypoint counts that differ between
+            people/frames or do not fit ``layout`` (the message names the file).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"OpenPose folder not found: {folder}")
+    files = sorted(folder.glob("*.json"), key=_frame_key)
+    if not files:
+        raise OpenPoseError(f"{folder}: no OpenPose .json files")
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+    K = len(LAYOUTS[layout]) if layout is not None else None
+    first_file = None
+    frames = []
+    for path in files:
+        people = _parse_frame(path)
+        for p in people:
+            if K is None:
+                K, first_file = p.shape[0], path
+            if p.shape[0] != K:
+                where = f"{first_file}" if first_file is not None else f"layout {layout}"
+                raise OpenPoseError(
+                    f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
+                )
+        frames.append(np.stack(people) if people else None)
+    if K is None:
+        raise OpenPoseError(f"{folder}: no person in any frame; pass layout= to read it")
+    if layout is None:
+        if K not in _DEFAULT_LAYOUT:
+            raise OpenPoseError(
+                f"{first_file}: {K} keypoints match no known layout {sorted(LAYOUTS)}"
+            )
+        layout = _DEFAULT_LAYOUT[K]
+    frames = [f if f is not None else np.zeros((0, K, 3)) for f in frames]
+    return frames, files, layout
+
+
+def _assign(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Minimum-cost matching of rows to columns of ``cost (A, B)`` (``inf`` = forbidden).
+
+    Uses scipy's Hungarian solver (``linear_sum_assignment``) when scipy is installed; otherwise
+    a greedy fallback that repeatedly takes the globally cheapest remaining pair (optimal
+    whenever each person's nearest track is mutual, as for people who stay apart). Returns
+    matched ``(rows, cols)``, forbidden pairs dropped."""
+    A, B = cost.shape
+    if A == 0 or B == 0:
+        empty = torch.zeros(0, dtype=torch.long)
+        return empty, empty
+    finite = torch.isfinite(cost)
+    try:
+        from scipy.optimize import linear_sum_assignment
+    except ImportError:  # greedy fallback: one pick per match, each a vectorised argmin
+        c = cost.clone()
+        rows, cols = [], []
+        for _ in range(min(A, B)):  # loop over matches (at most the number of people)
+            flat = int(torch.argmin(c))
+            i, j = divmod(flat, B)
+            if not torch.isfinite(c[i, j]):
+                break
+            rows.append(i)
+            cols.append(j)
+            c[i, :] = float("inf")
+            c[:, j] = float("inf")
+        return torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
+    big = float(cost[finite].max()) * 2 + 1 if bool(finite.any()) else 1.0
+    r, c = linear_sum_assignment(torch.where(finite, cost, big).numpy())
+    r, c = torch.as_tensor(r, dtype=torch.long), torch.as_tensor(c, dtype=torch.long)
+    keep = finite[r, c]
+    return r[keep], c[keep]
+
+
+def link_tracks(
+    frames: Sequence[torch.Tensor | np.ndarray], max_distance: float | None = None
+) -> torch.Tensor:
+    """Link per-frame detections into tracks.
+
+    Frame by frame (a loop over time), each existing track keeps the last seen position of each
+    of its joints. The cost between every track and every person of the new frame is the mean
+    pixel distance over the joints visible in both (one batched ``(tracks, people, K)``
+    computation); pairs with no common joint, or farther apart than the gate, are forbidden.
+    The matching is a Hungarian assignment (:func:`_assign`); unmatched people start new tracks.
+
+    Args:
+        frames: per frame ``(P_t, K, 3)`` with NaN (or confidence 0) for missing joints.
+        max_distance: gate in pixels; ``None`` gates each track at half the diagonal of the
+            bounding box of its last seen joints (half a body size).
+
+    Returns:
+        ``(T, P, K, 3)`` float64, ``P`` = number of tracks, NaN where a track is absent.
+    """
+    if max_distance is not None and not max_distance > 0:
+        raise ValueError(f"max_distance must be positive or None, got {max_distance}")
+    T = len(frames)
+    if T == 0:
+        raise ValueError("frames must hold at least one frame")
+    frames = [
+        f.to(torch.float64)
+        if isinstance(f, torch.Tensor)
+        else torch.from_numpy(np.ascontiguousarray(f, dtype=np.float64))
+        for f in frames
+    ]
+    K = frames[0].shape[1]
+    last = torch.zeros(0, K, 2, dtype=torch.float64)  # last seen xy per track and joint
+    assigned: list[torch.Tensor] = []  # per frame, the track of each person
+    # A loop over frames (time); all tracks x people pairs of a frame are one batched step.
+    for f in frames:
+        xy = f[..., :2].masked_fill(~(f[..., 2:] > 0), float("nan"))  # (P_t, K, 2)
+        d = torch.linalg.vector_norm(last[:, None] - xy[None], dim=-1)  # (A, P_t, K)
+        common = ~torch.isnan(d)
+        n = common.sum(-1)
+        cost = torch.where(common, d, 0.0).sum(-1) / n.clamp(min=1)
+        if max_distance is None:
+            lo = torch.where(torch.isnan(last), float("inf"), last).amin(1)
+            hi = torch.where(torch.isnan(last), float("-inf"), last).amax(1)
+            gate = 0.5 * torch.linalg.vector_norm(hi - lo, dim=-1, keepdim=True)
+        else:
+            gate = torch.tensor(max_distance, dtype=torch.float64)
+        cost = torch.where((n > 0) & (cost <= gate), cost, float("inf"))
+        rows, cols = _assign(cost)
+        new = torch.ones(xy.shape[0], dtype=torch.bool)
+        new[cols] = False
+        new_people = new.nonzero().squeeze(-1)
+        track_of = torch.empty(xy.shape[0], dtype=torch.long)
+        track_of[cols] = rows
+        track_of[new_people] = torch.arange(len(new_people)) + last.shape[0]
+        last = torch.cat([last, torch.full((len(new_people), K, 2), float("nan"))])
+        seen = ~torch.isnan(xy)
+        last[track_of] = torch.where(seen, xy, last[track_of])
+        assigned.append(track_of)
+    P = last.shape[0]
+    out = torch.full((T, P, K, 3), float("nan"), dtype=torch.float64)
+    for t, track_of in enumerate(assigned):  # loop over frames (time): scatter
+        out[t, track_of] = frames[t]
+    return out
+
+
+def load_openpose(
+    folder: str | os.PathLike,
+    layout: str | None = None,
+    min_confidence: float = 0.3,
+    max_distance: float | None = None,
+) -> Tracks:
+    """Read an OpenPose JSON folder into linked tracks.
+
+    Args:
+        folder: one camera's folder of per-frame ``*.json`` files.
+        layout: ``"BODY_25"``, ``"BODY_25B"`` or ``"COCO_18"``; ``None`` detects it from the
+            keypoint count (25 -> ``BODY_25B``, the bundled data's layout: pass ``"BODY_25"``
+            for OpenPose's default model; 18 -> ``COCO_18``).
+        min_confidence: joints with confidence below it (and all joints OpenPose did not find,
+            confidence 0) become NaN, i.e. missing for the filters.
+        max_distance: track-linking gate in pixels (see :func:`link_tracks`).
+
+    Returns:
+        :class:`Tracks` with ``keypoints (T, P, K, 3)``.
+    """
+    if not 0 <= min_confidence <= 1:
+        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+    frames, files, layout = read_openpose_frames(folder, layout)
+    raw = link_tracks(frames, max_distance)
+    raw = raw.masked_fill(~(raw[..., 2:] > 0), float("nan"))  # OpenPose's 0, 0, 0: not found
+    kp = raw.masked_fill(raw[..., 2:] < min_confidence, float("nan"))
+    return Tracks(kp, layout, files, float(min_confidence), raw, [len(f) for f in frames])
+
+
+def write_openpose(
+    keypoints: torch.Tensor, folder: str | os.PathLike, names: Sequence[str]
+) -> list[Path]:
+    """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order,
+    ``person_id = [track]``).
+
+    A track is written in a frame when any of its confidences there is finite and > 0. NaN
+    coordinates are written as 0 and NaN confidences as 0 (OpenPose's "not detected"), so a
+    joint that a filter predicted through a gap keeps its predicted ``x, y`` with confidence 0.
+
+    Args:
+        keypoints: ``(T, P, K, 3)``.
+        folder: output folder (created).
+        names: ``T`` file names (e.g. the input files' names).
+    """
+    if keypoints.dim() != 4 or keypoints.shape[-1] != 3:
+        raise ValueError(f"keypoints must have shape (T, P, K, 3), got {tuple(keypoints.shape)}")
+    T = keypoints.shape[0]
+    if len(names) != T:
+        raise ValueError(f"names must hold T={T} file names, got {len(names)}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    kp = keypoints.detach().to("cpu", torch.float64)
+    present = (kp[..., 2] > 0).any(-1)  # (T, P); NaN > 0 is False
+    flat = torch.nan_to_num(kp, nan=0.0).reshape(T, kp.shape[1], -1).numpy()
+    present = present.numpy()
+    paths = []
+    for t in range(T):  # one file per frame
+        people = [
+            {
+                "person_id": [int(p)],
+                "pose_keypoints_2d": [round(float(v), 6) for v in flat[t, p]],
+                "face_keypoints_2d": [],
+                "hand_left_keypoints_2d": [],
+                "hand_right_keypoints_2d": [],
+                "pose_keypoints_3d": [],
+                "face_keypoints_3d": [],
+                "hand_left_keypoints_3d": [],
+                "hand_right_keypoints_3d": [],
+            }
+            for p in np.flatnonzero(present[t])
+        ]
+        path = folder / names[t]
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"version": 1.3, "people": people}, f)
+        paths.append(path)
+    return paths

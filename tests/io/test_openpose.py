@@ -1,0 +1,262 @@
+"""io.openpose on the bundled real tracks and on small hand-made folders, and the smooth CLI."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from tensorpose import skeletons
+from tensorpose.cli import main
+from tensorpose.io.openpose import (
+    COCO17_INDEX,
+    LAYOUTS,
+    OpenPoseError,
+    bundled_tracks,
+    link_tracks,
+    load_openpose,
+    read_openpose_frames,
+    write_openpose,
+)
+
+
+def person(xy, conf=0.9):
+    """Flat OpenPose keypoints from ``xy (K, 2)`` (NaN -> not detected: 0, 0, 0)."""
+    xy = np.asarray(xy, dtype=float)
+    c = np.where(np.isnan(xy[:, 0]), 0.0, conf)
+    return np.column_stack([np.nan_to_num(xy), c]).ravel().tolist()
+
+
+def write_frames(folder, frames, name="f{:04d}.json"):
+    """``frames``: per frame a list of flat keypoint lists."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for t, people in enumerate(frames):
+        doc = {
+            "version": 1.3,
+            "people": [{"person_id": [-1], "pose_keypoints_2d": p} for p in people],
+        }
+        (folder / name.format(t)).write_text(json.dumps(doc))
+    return folder
+
+
+def body(center, K=18, spread=40.0):
+    """A K-keypoint 'person' around ``center``."""
+    angles = np.linspace(0, 2 * np.pi, K, endpoint=False)
+    return np.asarray(center) + spread * np.column_stack([np.cos(angles), np.sin(angles)])
+
+
+# ----------------------------------------------------------------------------- bundled data
+def test_bundled_tracks():
+    folders = bundled_tracks()
+    assert [f.name for f in folders] == ["cam01_json", "cam02_json", "cam03_json", "cam04_json"]
+    tracks_per_camera = []
+    for folder in folders:
+        tr = load_openpose(folder)
+        assert tr.layout == "BODY_25B" and tr.num_frames == 100 and len(tr.files) == 100
+        assert tr.keypoints.shape == (100, tr.num_tracks, 25, 3)
+        assert tr.keypoints.dtype == torch.float64
+        assert tr.to_coco17().shape == (100, tr.num_tracks, 17, 3)
+        kp = tr.keypoints
+        # the main subject (track 0) is in every frame; present joints are confident, in-image
+        assert (~torch.isnan(kp[:, 0, :, 2])).any(-1).all()
+        ok = ~torch.isnan(kp[..., 2])
+        assert (kp[..., 2][ok] >= 0.3).all()
+        assert (kp[..., 0][ok] >= 0).all() and (kp[..., 1][ok] >= 0).all()
+        tracks_per_camera.append(tr.num_tracks)
+    assert tracks_per_camera == [3, 2, 1, 1]  # bystanders in cam01/cam02
+
+
+def test_low_confidence_joints_become_missing():
+    folder = bundled_tracks()[2]
+    tr = load_openpose(folder)
+    raw = json.loads(tr.files[0].read_text())["people"][0]["pose_keypoints_2d"]
+    raw = np.asarray(raw).reshape(-1, 3)
+    low = (raw[:, 2] > 0) & (raw[:, 2] < 0.3)
+    assert low.any()  # the detector is unsure of some joints in this frame
+    kp0 = tr.keypoints[0, 0]
+    assert torch.isnan(kp0[torch.from_numpy(low)]).all()
+    np.testing.assert_allclose(
+        kp0[torch.from_numpy(raw[:, 2] >= 0.3)].numpy(), raw[raw[:, 2] >= 0.3]
+    )
+    assert torch.equal(tr.low_confidence[0, 0], torch.from_numpy(low))
+    kept = load_openpose(folder, min_confidence=0.0)
+    np.testing.assert_allclose(kept.keypoints[0, 0, torch.from_numpy(low)].numpy(), raw[low])
+    # and the filters see them as missing: the smoothed value there is a prediction
+    assert int(tr.low_confidence.sum()) > 100
+
+
+# ----------------------------------------------------------------------------- linking
+def test_link_tracks_follows_people_not_file_order():
+    T, K = 12, 18
+    a = [body((100 + 3 * t, 200)) for t in range(T)]
+    b = [body((400 - 2 * t, 220)) for t in range(T)]
+    frames = []
+    for t in range(T):
+        people = [person(a[t]), person(b[t])]
+        if t % 2:
+            people.reverse()  # OpenPose's order changes from frame to frame
+        if t == 5:
+            people = [person(b[t])]  # a missed for one frame
+        frames.append(people)
+    # a newcomer far away in the last two frames
+    frames[-2].append(person(body((800, 600))))
+    frames[-1].insert(0, person(body((802, 601))))
+    arrays = [np.asarray(p, dtype=float).reshape(len(p), K, 3) for p in frames]
+    out = link_tracks(arrays)
+    assert out.shape == (T, 3, K, 3)
+    torch.testing.assert_close(out[:, 0, 0, 0][~torch.isnan(out[:, 0, 0, 0])],
+                               torch.tensor([a[t][0, 0] for t in range(T) if t != 5]))  # fmt: skip
+    assert torch.isnan(out[5, 0]).all()
+    torch.testing.assert_close(out[:, 1, 0, 0], torch.tensor([b[t][0, 0] for t in range(T)]))
+    assert torch.isnan(out[:-2, 2]).all() and not torch.isnan(out[-2:, 2]).any()
+
+
+def test_greedy_fallback_without_scipy(monkeypatch):
+    T, K = 8, 18
+    frames = [
+        np.stack([np.column_stack([body(c), np.ones(K)]) for c in ((100 + t, 100), (500, 90 + t))])[
+            :: (1 if t % 3 else -1)
+        ]
+        for t in range(T)
+    ]
+    with_scipy = link_tracks(frames)
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)  # import fails -> greedy
+    torch.testing.assert_close(link_tracks(frames), with_scipy, equal_nan=True)
+
+
+def test_link_gate():
+    K = 18
+    frames = [
+        np.column_stack([body((100, 100), K), np.ones(K)])[None],
+        np.column_stack([body((150, 100), K), np.ones(K)])[None],  # 50 px jump
+    ]
+    assert link_tracks(frames).shape[1] == 1  # within half the box diagonal (~56 px)
+    assert link_tracks(frames, max_distance=30.0).shape[1] == 2
+    with pytest.raises(ValueError, match="max_distance"):
+        link_tracks(frames, max_distance=0.0)
+
+
+# ----------------------------------------------------------------------------- layouts
+def test_layouts_and_coco17_mapping():
+    assert {k: len(v) for k, v in LAYOUTS.items()} == {"BODY_25": 25, "BODY_25B": 25, "COCO_18": 18}
+    coco = list(skeletons.coco17().names)
+    for layout, idx in COCO17_INDEX.items():
+        assert [LAYOUTS[layout][i] for i in idx] == coco
+    assert COCO17_INDEX["BODY_25B"] == list(range(17))
+
+
+def test_layout_detection(tmp_path):
+    write_frames(tmp_path / "c18", [[person(body((50, 50), 18))]])
+    assert read_openpose_frames(tmp_path / "c18")[2] == "COCO_18"
+    write_frames(tmp_path / "b25", [[person(body((50, 50), 25))]])
+    assert read_openpose_frames(tmp_path / "b25")[2] == "BODY_25B"
+    assert load_openpose(tmp_path / "b25", layout="BODY_25").layout == "BODY_25"
+    with pytest.raises(OpenPoseError, match="expected 18"):
+        read_openpose_frames(tmp_path / "b25", layout="COCO_18")
+    with pytest.raises(ValueError, match="layout"):
+        read_openpose_frames(tmp_path / "b25", layout="MPI_15")
+    write_frames(tmp_path / "k20", [[person(body((50, 50), 20))]])
+    with pytest.raises(OpenPoseError, match="20 keypoints"):
+        read_openpose_frames(tmp_path / "k20")
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_empty_and_missing_folder(tmp_path):
+    with pytest.raises(OpenPoseError, match=r"no OpenPose \.json files"):
+        load_openpose(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_openpose(tmp_path / "nope")
+
+
+def test_malformed_json_names_the_file(tmp_path):
+    folder = write_frames(tmp_path / "cam", [[person(body((50, 50)))]] * 3)
+    (folder / "f0001.json").write_text('{"version": 1.3, "people": [')
+    with pytest.raises(OpenPoseError, match=r"f0001\.json.*malformed JSON.*line 1"):
+        load_openpose(folder)
+    (folder / "f0001.json").write_text('{"version": 1.3}')
+    with pytest.raises(OpenPoseError, match=r"f0001\.json.*people"):
+        load_openpose(folder)
+    (folder / "f0001.json").write_text('{"people": [{"pose_keypoints_2d": [1, 2]}]}')
+    with pytest.raises(OpenPoseError, match=r"f0001\.json.*multiple of 3"):
+        load_openpose(folder)
+
+
+def test_different_joint_counts(tmp_path):
+    folder = write_frames(
+        tmp_path / "cam", [[person(body((50, 50), 25))], [person(body((50, 50), 18))]]
+    )
+    with pytest.raises(OpenPoseError, match=r"f0001\.json.*18 keypoints, expected 25"):
+        load_openpose(folder)
+
+
+def test_frames_without_people_and_all_missing_tracks(tmp_path):
+    K = 18
+    ghost = body((300, 300), K)
+    ghost[:] = np.nan  # a 'person' whose joints were all undetected
+    frames = [[person(body((50 + t, 50)))] if t != 2 else [] for t in range(5)]
+    frames[4].append(person(ghost))
+    tr = load_openpose(write_frames(tmp_path / "cam", frames))
+    assert tr.people_per_frame == [1, 1, 0, 1, 2]
+    assert torch.isnan(tr.keypoints[2]).all()
+    from tensorpose.ops.filters import kalman_smoother
+
+    xy = kalman_smoother(tr.keypoints[..., :2].permute(1, 2, 0, 3))
+    assert not torch.isnan(xy[0]).any()  # frame 2 predicted
+    assert torch.isnan(xy[1:]).all()  # a track never observed stays NaN
+    with pytest.raises(OpenPoseError, match="no person"):
+        load_openpose(write_frames(tmp_path / "none", [[], []]))
+    assert load_openpose(tmp_path / "none", layout="COCO_18").keypoints.shape == (2, 0, 18, 3)
+
+
+def test_natural_frame_order(tmp_path):
+    frames = [[person(body((10 * t, 0)))] for t in range(12)]
+    folder = write_frames(tmp_path / "cam", frames, name="video_{}_keypoints.json")
+    tr = load_openpose(folder)
+    assert [f.name for f in tr.files][:3] == [f"video_{i}_keypoints.json" for i in range(3)]
+    assert (tr.keypoints[:, 0, 0, 0].diff() > 0).all()
+
+
+def test_write_read_round_trip(tmp_path):
+    tr = load_openpose(bundled_tracks()[1])
+    write_openpose(tr.keypoints, tmp_path / "out", [f.name for f in tr.files])
+    back = load_openpose(tmp_path / "out")
+    assert back.keypoints.shape == tr.keypoints.shape
+    torch.testing.assert_close(back.keypoints, tr.keypoints, atol=1e-4, rtol=0, equal_nan=True)
+    with pytest.raises(ValueError, match="names"):
+        write_openpose(tr.keypoints, tmp_path / "x", ["a.json"])
+
+
+# ----------------------------------------------------------------------------- CLI
+@pytest.mark.parametrize("method", ["kalman", "rts", "one-euro"])
+def test_cli_smooth(tmp_path, capsys, method):
+    plot = pytest.importorskip("matplotlib") is not None
+    src = bundled_tracks()[3]
+    out = tmp_path / method
+    args = ["smooth", str(src), "--method", method, "--out", str(out), "--fps", "60"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "jitter" in text and "lag" in text and "confidence < 0.3" in text
+    files = sorted(out.glob("*.json"))
+    assert len(files) == 100 and files[0].name == "cam04.0000.json"
+    raw, smoothed = load_openpose(src), load_openpose(out, min_confidence=0.0)
+    assert smoothed.keypoints.shape == raw.keypoints.shape
+    # confident joints keep their confidence; coordinates move by a few pixels (One-Euro lags
+    # ~2 frames at these settings)
+    ok = ~torch.isnan(raw.keypoints[..., 2])
+    torch.testing.assert_close(smoothed.keypoints[..., 2][ok], raw.keypoints[..., 2][ok])
+    shift = (smoothed.keypoints[..., :2] - raw.keypoints[..., :2])[ok].abs()
+    assert shift.median() < (10.0 if method == "one-euro" else 3.0)
+    if plot:
+        pngs = list(out.glob("*.png"))
+        assert len(pngs) == 1 and pngs[0].stat().st_size > 10_000
+
+
+def test_cli_smooth_errors(tmp_path, capsys):
+    assert main(["smooth", str(tmp_path)]) == 2
+    assert "no OpenPose .json files" in capsys.readouterr().err
+    args = ["smooth", str(bundled_tracks()[3]), "--out", str(tmp_path / "o"), "--no-plot"]
+    assert main([*args, "--measurement-noise", "0"]) == 2
+    assert "measurement_noise" in capsys.readouterr().err
+    assert main([*args, "--method", "one-euro", "--fps", "-1"]) == 2
+    assert "fps" in capsys.readouterr().err
