@@ -228,7 +228,7 @@ def warp_affine(
         work = torch.float32
     if images.device.type == "cpu" and work == torch.float16:
         work = torch.float32
-    B, _, H_in, W_in = images.shape
+    H_in, W_in = images.shape[-2:]
     x = images.to(work)
     if fill != 0.0:
         x = x - fill  # bilinear is linear: warp (x - fill) with zero border, add fill back

@@ -265,7 +265,7 @@ def decode_heatmaps(
 
 
 def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
-    r = max(1, int(math.ceil(3 * sigma)))
+    r = max(1, math.ceil(3 * sigma))
     t = torch.arange(-r, r + 1, device=x.device, dtype=x.dtype)
     k = torch.exp(-(t**2) / (2 * sigma**2))
     k = k / k.sum()
@@ -528,7 +528,7 @@ def centernet_decode(
         else 0), all in map pixels.
     """
     check_tensor("heatmap", heatmap, 4)
-    B, _, H, W = heatmap.shape
+    B = heatmap.shape[0]
     K = joint_offset.shape[1] // 2
     scores, index, xs, ys = heatmap_peaks(heatmap, k)
     scores, index, xs, ys = scores[:, 0], index[:, 0], xs[:, 0], ys[:, 0]
