@@ -242,8 +242,9 @@ def color_matrices(params: AugmentParams, mean_grey: torch.Tensor) -> torch.Tens
         mean_grey: ``(B,)`` mean grey level of each crop before the colour change.
     """
     dev, dt = mean_grey.device, mean_grey.dtype
-    b, c, s, h = (p.to(dt) for p in (params.brightness, params.contrast, params.saturation,
-                                      params.hue))  # fmt: skip
+    b, c, s, h = (
+        p.to(dt) for p in (params.brightness, params.contrast, params.saturation, params.hue)
+    )
     eye = torch.eye(3, device=dev, dtype=dt)
     w = torch.tensor(GREY, device=dev, dtype=dt)
     ones = torch.ones(3, device=dev, dtype=dt)
@@ -398,9 +399,13 @@ class CpuAugment:
         out_np = images.numpy()
         for i, s in enumerate(samples):  # per-sample OpenCV: the fast path on a CPU
             crop = cv2.warpAffine(
-                s["image"], Mn[i], (W, H), flags=cv2.INTER_LINEAR,
-                borderMode=cv2.BORDER_CONSTANT, borderValue=0,
-            )  # fmt: skip
+                s["image"],
+                Mn[i],
+                (W, H),
+                flags=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=0,
+            )
             r, g, b_, _ = cv2.mean(crop)
             T = A[i].copy()
             T[:, 3] = k_mean[i] * (GREY[0] * r + GREY[1] * g + GREY[2] * b_)

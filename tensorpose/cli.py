@@ -76,8 +76,9 @@ def _viz(args: argparse.Namespace) -> int:
         raise ValueError(f"--people {bad}: the dataset has {len(ds)} people (0..{len(ds) - 1})")
     cfg = AugmentConfig(output_size=(H, W), shift=0.05)
     sk = skeletons.get("coco17")
-    grid = augment_grid(ds, sk, cfg, people, args.augmentations, args.seed, args.backend,
-                        links=coco.links)  # fmt: skip
+    grid = augment_grid(
+        ds, sk, cfg, people, args.augmentations, args.seed, args.backend, links=coco.links
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):

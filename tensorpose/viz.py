@@ -55,25 +55,40 @@ def draw_skeleton(
         if vis[a] > 0 and vis[b] > 0:
             sa, sb = _side(names[a]), _side(names[b])
             side = sa if sa == sb else (sa or sb if 0 in (sa, sb) else 0)
-            pa = tuple(int(round(v)) for v in kp[a])
-            pb = tuple(int(round(v)) for v in kp[b])
+            pa = tuple(round(float(v)) for v in kp[a])
+            pb = tuple(round(float(v)) for v in kp[b])
             cv2.line(out, pa, pb, colours[side], thickness, cv2.LINE_AA)
     for j, name in enumerate(names):
         if vis[j] > 0:
-            p = tuple(int(round(v)) for v in kp[j])
+            p = tuple(round(float(v)) for v in kp[j])
             cv2.circle(out, p, thickness + 1, colours[_side(name)], -1, cv2.LINE_AA)
             if name in ("l_wrist", "r_wrist"):
-                cv2.putText(out, name[0].upper(), (p[0] + 4, p[1] - 4), cv2.FONT_HERSHEY_SIMPLEX,
-                            0.5, (255, 255, 255), 2, cv2.LINE_AA)  # fmt: skip
-                cv2.putText(out, name[0].upper(), (p[0] + 4, p[1] - 4), cv2.FONT_HERSHEY_SIMPLEX,
-                            0.5, colours[_side(name)], 1, cv2.LINE_AA)  # fmt: skip
+                cv2.putText(
+                    out,
+                    name[0].upper(),
+                    (p[0] + 4, p[1] - 4),
+                    cv2.FONT_HERSHEY_SIMPLEX,
+                    0.5,
+                    (255, 255, 255),
+                    2,
+                    cv2.LINE_AA,
+                )
+                cv2.putText(
+                    out,
+                    name[0].upper(),
+                    (p[0] + 4, p[1] - 4),
+                    cv2.FONT_HERSHEY_SIMPLEX,
+                    0.5,
+                    colours[_side(name)],
+                    1,
+                    cv2.LINE_AA,
+                )
     return out
 
 
 def _caption(img: np.ndarray, text: str) -> None:
     cv2.putText(img, text, (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 3, cv2.LINE_AA)
-    cv2.putText(img, text, (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (255, 255, 255), 1,
-                cv2.LINE_AA)  # fmt: skip
+    cv2.putText(img, text, (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (255, 255, 255), 1, cv2.LINE_AA)
 
 
 def augment_grid(
@@ -127,7 +142,7 @@ def augment_grid(
         deg = float(torch.rad2deg(params.rotation[i]))
         _caption(t, "plain" if i % n == 0 else f"{'FLIP ' if flip else ''}rot {deg:+.0f}")
         tiles.append(t)
-    H, W = cfg.output_size
+    W = cfg.output_size[1]
     rows = [np.concatenate(tiles[r * n : (r + 1) * n], axis=1) for r in range(len(samples))]
     grid = np.concatenate(rows, axis=0)
     grid[:, W - 1 :: W][:, : n - 1] = 255  # thin separators

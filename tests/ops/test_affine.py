@@ -49,8 +49,9 @@ def test_crop_matrix_conventions(device):
     H, W = 64, 48
     o = torch.tensor([(W - 1) / 2, (H - 1) / 2], dtype=torch.float64, device=device)
     theta = torch.tensor([0.3, -1.1], dtype=torch.float64, device=device)
-    M = crop_matrix(o.expand(2, 2), torch.tensor([[W, H]] * 2, device=device).double(), (H, W),
-                    rotation=theta)  # fmt: skip
+    M = crop_matrix(
+        o.expand(2, 2), torch.tensor([[W, H]] * 2, device=device).double(), (H, W), rotation=theta
+    )
     for i in range(2):
         ref = cv2.getRotationMatrix2D(((W - 1) / 2, (H - 1) / 2), math.degrees(theta[i]), 1.0)
         np.testing.assert_allclose(M[i].cpu().numpy(), ref, atol=1e-12)
@@ -66,14 +67,26 @@ def test_crop_matrix_conventions(device):
             cc,
             cc + half * np.array([math.sin(th), -math.cos(th)]),
             cc + half * np.array([-math.cos(th), -math.sin(th)]),
-        ]  # fmt: skip
+        ]
     ).astype(np.float32)
-    dst = np.array([[(W - 1) / 2, (H - 1) / 2], [(W - 1) / 2, (H - 1) / 2 - W / 2],
-                    [(W - 1) / 2 - W / 2, (H - 1) / 2]], np.float32)  # fmt: skip
+    dst = np.array(
+        [
+            [(W - 1) / 2, (H - 1) / 2],
+            [(W - 1) / 2, (H - 1) / 2 - W / 2],
+            [(W - 1) / 2 - W / 2, (H - 1) / 2],
+        ],
+        np.float32,
+    )
     np.testing.assert_allclose(M[0].numpy(), cv2.getAffineTransform(src, dst), atol=2e-4)
     # a flip mirrors the output: x -> W - 1 - x
-    Mf = crop_matrix(c, s, (H, W), rotation=torch.tensor([th], dtype=torch.float64), shift=sh,
-                     flip=torch.tensor([True]))  # fmt: skip
+    Mf = crop_matrix(
+        c,
+        s,
+        (H, W),
+        rotation=torch.tensor([th], dtype=torch.float64),
+        shift=sh,
+        flip=torch.tensor([True]),
+    )
     F = torch.tensor([[-1.0, 0.0, W - 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
     ref = F @ torch.cat([M[0], torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)])
     assert torch.allclose(Mf[0], ref[:2], atol=1e-12)
@@ -91,8 +104,9 @@ def test_box_to_center_scale():
 
 def _random_matrices(n, rng, W_img, H_img, size):
     H, W = size
-    c = torch.from_numpy(rng.uniform([0.3 * W_img, 0.3 * H_img], [0.7 * W_img, 0.7 * H_img],
-                                     (n, 2)))  # fmt: skip
+    c = torch.from_numpy(
+        rng.uniform([0.3 * W_img, 0.3 * H_img], [0.7 * W_img, 0.7 * H_img], (n, 2))
+    )
     s = torch.from_numpy(rng.uniform(80, 500, (n, 1))) * torch.tensor([[W / H, 1.0]])
     rot = torch.from_numpy(rng.uniform(-1.2, 1.2, n))
     flip = torch.from_numpy(rng.uniform(size=n) < 0.5)
@@ -114,8 +128,14 @@ def test_warp_affine_equals_cv2_on_real_images(device, dtype):
         out = warp_affine(x.to(device), M.to(device), size)
         assert out.dtype == dtype and out.shape == (3, 3, *size)
         for i in range(3):
-            ref = cv2.warpAffine(img, M[i].numpy(), size[::-1], flags=cv2.INTER_LINEAR,
-                                 borderMode=cv2.BORDER_CONSTANT, borderValue=0)  # fmt: skip
+            ref = cv2.warpAffine(
+                img,
+                M[i].numpy(),
+                size[::-1],
+                flags=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=0,
+            )
             got = out[i].permute(1, 2, 0).cpu().numpy().astype(np.float64)
             diffs.append(np.abs(got - ref).mean())
     assert max(diffs) < 0.5, diffs
@@ -125,8 +145,14 @@ def test_warp_affine_fill_and_padding_invariance():
     img = cv2.imread(str(IMAGES[0]))
     H0, W0 = img.shape[:2]
     M = _random_matrices(1, np.random.default_rng(2), W0, H0, (64, 48))
-    ref = cv2.warpAffine(img, M[0].numpy(), (48, 64), flags=cv2.INTER_LINEAR,
-                         borderMode=cv2.BORDER_CONSTANT, borderValue=(127, 127, 127))  # fmt: skip
+    ref = cv2.warpAffine(
+        img,
+        M[0].numpy(),
+        (48, 64),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=(127, 127, 127),
+    )
     x = torch.from_numpy(img).permute(2, 0, 1)[None]
     out = warp_affine(x, M, (64, 48), fill=127.0)
     assert np.abs(out[0].permute(1, 2, 0).numpy().astype(float) - ref).mean() < 0.5
@@ -146,8 +172,9 @@ def test_transform_points_equals_cv2(device):
         np.testing.assert_allclose(got[i], ref, atol=1e-3)
     inv = invert_affine(M)
     for i in range(8):
-        np.testing.assert_allclose(inv[i].numpy(), cv2.invertAffineTransform(M[i].numpy()),
-                                   atol=1e-9)  # fmt: skip
+        np.testing.assert_allclose(
+            inv[i].numpy(), cv2.invertAffineTransform(M[i].numpy()), atol=1e-9
+        )
     back = transform_points(transform_points(torch.from_numpy(pts), M), inv)
     np.testing.assert_allclose(back.numpy(), pts, atol=1e-9)
 
@@ -156,8 +183,12 @@ def test_warped_keypoints_land_on_warped_pixels():
     # a single bright pixel moves exactly where transform_points sends its coordinates
     img = torch.zeros(1, 1, 50, 60)
     img[0, 0, 20, 33] = 255
-    M = crop_matrix(torch.tensor([[30.0, 25.0]]), torch.tensor([[30.0, 25.0]]), (50, 60),
-                    rotation=torch.tensor([0.5]))  # fmt: skip
+    M = crop_matrix(
+        torch.tensor([[30.0, 25.0]]),
+        torch.tensor([[30.0, 25.0]]),
+        (50, 60),
+        rotation=torch.tensor([0.5]),
+    )
     out = warp_affine(img, M, (50, 60))
     q = transform_points(torch.tensor([[[33.0, 20.0]]]), M)[0, 0]
     w = out[0, 0]
@@ -172,6 +203,7 @@ def test_warp_affine_bad_input_and_gradcheck():
     with pytest.raises(ValueError, match=r"matrices must have shape \(B, 2, 3\) with B=2"):
         warp_affine(torch.zeros(2, 3, 10, 10), torch.zeros(1, 2, 3), (4, 4))
     x = torch.rand(1, 2, 6, 7, dtype=torch.float64, requires_grad=True)
-    M = crop_matrix(torch.tensor([[3.0, 2.5]]), torch.tensor([[5.0, 4.0]]), (4, 5),
-                    rotation=torch.tensor([0.2])).double()  # fmt: skip
+    M = crop_matrix(
+        torch.tensor([[3.0, 2.5]]), torch.tensor([[5.0, 4.0]]), (4, 5), rotation=torch.tensor([0.2])
+    ).double()
     assert torch.autograd.gradcheck(lambda im: warp_affine(im, M, (4, 5)), (x,))

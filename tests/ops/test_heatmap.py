@@ -297,8 +297,13 @@ def test_centernet_targets_no_objects_and_bad_input():
     )
     assert float(z["heatmap"].abs().sum()) == 0 and float(z["joint_mask"].sum()) == 0
     with pytest.raises(ValueError, match=r"keypoints must have shape \(B, N, K, 2\)"):
-        centernet_targets(torch.zeros(2, 3, 4), torch.zeros(2, 4, 17, 2), torch.zeros(2, 4, 17),
-                          torch.ones(2, 3, dtype=torch.bool), (8, 8))  # fmt: skip
+        centernet_targets(
+            torch.zeros(2, 3, 4),
+            torch.zeros(2, 4, 17, 2),
+            torch.zeros(2, 4, 17),
+            torch.ones(2, 3, dtype=torch.bool),
+            (8, 8),
+        )
 
 
 def test_centernet_decode_recovers_targets(device):
@@ -308,8 +313,9 @@ def test_centernet_decode_recovers_targets(device):
     kps = boxes[:, :, None, :2] + kps * (boxes[:, :, None, 2:] - boxes[:, :, None, :2])
     vis = torch.full((1, 2, 17), 2)
     valid = torch.ones(1, 2, dtype=torch.bool)
-    t = centernet_targets(boxes.to(device), kps.to(device), vis.to(device), valid.to(device),
-                          (H, W))  # fmt: skip
+    t = centernet_targets(
+        boxes.to(device), kps.to(device), vis.to(device), valid.to(device), (H, W)
+    )
     # dense output maps that hold the targets at the object centres / joint positions
     size = torch.zeros(1, 2, H * W, device=device)
     off = torch.zeros(1, 2, H * W, device=device)
