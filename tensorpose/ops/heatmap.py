@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -107,47 +108,59 @@ def gaussian_heatmaps(
     sx, sy = _stride(stride)
     tmp = sigma * 3
     # Both axes at once: (..., K, 2) centres against one arange of max(H, W) positions; about
-    # 20 small ops on (..., K, 2, L) values and one outer product that writes the maps.
+    # 20 small ops on (..., K, 2, L) values and one outer product that writes the maps (the
+    # slices [:W] / [:H] drop the positions beyond each axis).
     consts = _axis_constants.__wrapped__ if torch.compiler.is_compiling() else _axis_constants
-    p, n, stride_xy, on_map = consts(H, W, sx, sy, keypoints.device, keypoints.dtype)
+    p, n, stride_xy, table, hi = consts(
+        H, W, sx, sy, float(sigma), keypoints.device, keypoints.dtype
+    )
     xy = keypoints / stride_xy
-    if unbiased:
-        d = p - xy.unsqueeze(-1)
-        keep = (d.abs() <= tmp) & on_map
-        inside = ((xy >= -0.5) & (xy < n - 0.5)).all(-1)
-    elif float(tmp).is_integer():
-        # MSRA with an integer 3 sigma: the patch is exactly mu - tmp .. mu + tmp
+    if not unbiased and float(tmp).is_integer():
+        # MSRA with an integer 3 sigma: the patch is exactly mu - tmp .. mu + tmp. The 1D factor
+        # is a lookup in a table of exp(-d^2 / (2 sigma^2)) for |d| <= tmp, zero-padded one step
+        # further each side; clamping d into the table keeps far positions at 0.
         mu = torch.trunc(xy + 0.5)
-        d = p - mu.unsqueeze(-1)
-        keep = (d.abs() <= tmp) & on_map
-        inside = ((mu < n + tmp) & (mu >= -tmp - 1)).all(-1)
+        R = int(tmp) + 1
+        i = (p + R - mu.unsqueeze(-1)).clamp_(0, 2 * R).long()
+        f = table.index_select(0, i.reshape(-1)).view(i.shape)
+        inside = ((mu < hi) & (mu >= -tmp - 1)).all(-1)
     else:
-        mu = torch.trunc(xy + 0.5)
-        ul = torch.trunc(mu - tmp)
-        br = torch.trunc(mu + tmp + 1)
-        # pixel p reads g[p - ul], g[i] = exp(-(i - c)^2 / (2 sigma^2)), len(g) = ceil(2 tmp + 1),
-        # c = (2 tmp + 1) // 2, for ul <= p < br (and p on the map); trunc() of a negative
-        # ul moves the patch, as in the reference code
-        i = p - ul.unsqueeze(-1)
-        lim = torch.clamp(br - ul, max=math.ceil(2 * tmp + 1)).unsqueeze(-1)
-        keep = (i >= 0) & (i < lim) & on_map
-        d = i - float((2 * tmp + 1) // 2)
-        inside = ((ul < n) & (br >= 0)).all(-1)
-    e = torch.exp((d * d).mul_(-0.5 / sigma**2).clamp_(min=_EXP_FLOOR))
-    f = torch.where(keep, e, 0.0)
+        if unbiased:
+            d = p - xy.unsqueeze(-1)
+            keep = d.abs() <= tmp
+            inside = ((xy >= -0.5) & (xy < n - 0.5)).all(-1)
+        else:
+            mu = torch.trunc(xy + 0.5)
+            ul = torch.trunc(mu - tmp)
+            br = torch.trunc(mu + tmp + 1)
+            # pixel p reads g[p - ul], g[i] = exp(-(i - c)^2 / (2 sigma^2)), len(g) =
+            # ceil(2 tmp + 1), c = (2 tmp + 1) // 2, for ul <= p < br; trunc() of a negative
+            # ul moves the patch, as in the reference code
+            i = p - ul.unsqueeze(-1)
+            lim = torch.clamp(br - ul, max=math.ceil(2 * tmp + 1)).unsqueeze(-1)
+            keep = (i >= 0) & (i < lim)
+            d = i - float((2 * tmp + 1) // 2)
+            inside = ((ul < n) & (br >= 0)).all(-1)
+        e = torch.exp((d * d).mul_(-0.5 / sigma**2).clamp_(min=_EXP_FLOOR))
+        f = torch.where(keep, e, 0.0)
     weights = ((visibility > 0) & inside).to(keypoints.dtype)
     fy = f[..., 1, :H] * weights.unsqueeze(-1)
     return fy.unsqueeze(-1) * f[..., 0, :W].unsqueeze(-2), weights
 
 
 @functools.lru_cache(maxsize=64)
-def _axis_constants(H: int, W: int, sx: float, sy: float, device, dtype):
-    """Small constant tensors of :func:`gaussian_heatmaps`, built once per shape and device."""
+def _axis_constants(H: int, W: int, sx: float, sy: float, sigma: float, device, dtype):
+    """Small constant tensors of :func:`gaussian_heatmaps`, built once per shape and device:
+    positions, map size, stride, the 1D gaussian table and the upper centre bound."""
     L = max(H, W)
     p = torch.arange(L, device=device, dtype=dtype)
     n = torch.tensor([W, H], device=device, dtype=dtype)
     stride_xy = torch.tensor([sx, sy], device=device, dtype=dtype)
-    return p, n, stride_xy, p < n.unsqueeze(-1)
+    tmp = sigma * 3
+    R = int(tmp) + 1
+    d = torch.arange(-R, R + 1, device=device, dtype=dtype)
+    table = torch.where(d.abs() <= tmp, torch.exp(-(d * d) * (0.5 / sigma**2)), 0.0)
+    return p, n, stride_xy, table, n + tmp
 
 
 def offset_maps(
@@ -187,8 +200,19 @@ def offset_maps(
 
 
 # ----------------------------------------------------------------------------- decoding
-def _neighbour(flat: torch.Tensor, idx: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, W: int):
-    return flat.gather(-1, (idx + dy * W + dx).unsqueeze(-1)).squeeze(-1)
+def _argmax(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Max and arg-max over the last dim. On a CPU, outside autograd and ``torch.compile``,
+    numpy's arg-max is about 10x faster than torch's (measured, 2 cores); the memory is shared,
+    so nothing is copied or synchronised."""
+    if (
+        flat.device.type == "cpu"
+        and flat.dtype in (torch.float32, torch.float64)
+        and not flat.requires_grad
+        and not torch.compiler.is_compiling()
+    ):
+        idx = torch.from_numpy(np.argmax(flat.numpy(), axis=-1))
+        return flat.gather(-1, idx.unsqueeze(-1)).squeeze(-1), idx
+    return flat.max(dim=-1)
 
 
 def decode_heatmaps(
@@ -223,38 +247,35 @@ def decode_heatmaps(
     sx, sy = _stride(stride)
     lead, (H, W) = heatmaps.shape[:-2], heatmaps.shape[-2:]
     flat = heatmaps.reshape(*lead, H * W)
-    scores, idx = flat.max(dim=-1)
+    scores, idx = _argmax(flat)
     ix, iy = idx % W, torch.div(idx, W, rounding_mode="floor")
     x, y = ix.to(heatmaps.dtype), iy.to(heatmaps.dtype)
-    one, zero = torch.ones_like(idx), torch.zeros_like(idx)
+    if method != "argmax":
+        # One gather of the 3x3 neighbourhood (index clamped into the map where the border rule
+        # discards the shift anyway): columns (-1,-1) (0,-1) (1,-1) (-1,0) (0,0) ... (1,1).
+        d = torch.tensor([-W - 1, -W, -W + 1, -1, 0, 1, W - 1, W, W + 1], device=idx.device)
+        inner = (ix > 0) & (ix < W - 1) & (iy > 0) & (iy < H - 1)
+        centre = torch.where(inner, idx, torch.full_like(idx, W + 1 if H > 2 and W > 2 else 0))
+        n = flat.gather(-1, (centre.unsqueeze(-1) + d).clamp_(0, H * W - 1))
     if method == "quarter":
-        # Clamp neighbour indices to the map; the interior condition discards the border anyway.
-        ok = (ix > 1) & (ix < W - 1) & (iy > 1) & (iy < H - 1)
-        safe = torch.where(ok, idx, idx.new_full((), W + 1 if H > 2 and W > 2 else 0))
-        gx = _neighbour(flat, safe, one, zero, W) - _neighbour(flat, safe, -one, zero, W)
-        gy = _neighbour(flat, safe, zero, one, W) - _neighbour(flat, safe, zero, -one, W)
-        x = x + 0.25 * torch.sign(gx) * ok
-        y = y + 0.25 * torch.sign(gy) * ok
+        ok = ((ix > 1) & (ix < W - 1) & (iy > 1) & (iy < H - 1)).to(x.dtype)
+        x = x + 0.25 * torch.sign(n[..., 5] - n[..., 3]) * ok
+        y = y + 0.25 * torch.sign(n[..., 7] - n[..., 1]) * ok
     elif method == "subpixel":
-        maps = heatmaps
         if blur_sigma:
             maps = _blur(heatmaps.reshape(-1, 1, H, W), blur_sigma).reshape(heatmaps.shape)
             # keep the original peak height (DARK's modulation)
             peak = maps.reshape(*lead, H * W).amax(-1).clamp_min(1e-12)
             maps = maps * (scores / peak)[..., None, None]
-        L = maps.clamp_min(1e-10).log().reshape(*lead, H * W)
-        ok = (ix > 0) & (ix < W - 1) & (iy > 0) & (iy < H - 1)
-        safe = torch.where(ok, idx, idx.new_full((), W + 1 if H > 2 and W > 2 else 0))
-
-        def at(dx, dy):
-            return _neighbour(L, safe, dx * one, dy * one, W)
-
-        c = at(0, 0)
-        gx, gy = 0.5 * (at(1, 0) - at(-1, 0)), 0.5 * (at(0, 1) - at(0, -1))
-        hxx, hyy = at(1, 0) - 2 * c + at(-1, 0), at(0, 1) - 2 * c + at(0, -1)
-        hxy = 0.25 * (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1))
+            nidx = (centre.unsqueeze(-1) + d).clamp_(0, H * W - 1)
+            n = maps.reshape(*lead, H * W).gather(-1, nidx)
+        L = n.clamp_min(1e-10).log()
+        c = L[..., 4]
+        gx, gy = 0.5 * (L[..., 5] - L[..., 3]), 0.5 * (L[..., 7] - L[..., 1])
+        hxx, hyy = L[..., 5] - 2 * c + L[..., 3], L[..., 7] - 2 * c + L[..., 1]
+        hxy = 0.25 * (L[..., 8] - L[..., 2] - L[..., 6] + L[..., 0])
         det = hxx * hyy - hxy * hxy
-        good = ok & (det > 1e-12) & (hxx < 0)
+        good = inner & (det > 1e-12) & (hxx < 0)
         det = torch.where(good, det, torch.ones_like(det))
         ox = -(hyy * gx - hxy * gy) / det
         oy = -(-hxy * gx + hxx * gy) / det
