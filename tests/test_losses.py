@@ -118,6 +118,10 @@ def test_reg_l1_and_centernet_loss_run():
     losses["loss"].backward()
     assert torch.isfinite(outputs["heatmap"].grad).all()
     assert np.isclose(
-        float(losses["loss"]),
-        float(sum(v * (0.1 if k == "size" else 1.0) for k, v in losses.items() if k != "loss")),
+        float(losses["loss"].detach()),
+        float(
+            sum(
+                v.detach() * (0.1 if k == "size" else 1.0) for k, v in losses.items() if k != "loss"
+            )
+        ),
     )
