@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .data.images import split_errors, stack_fields
+from .ops._constants import constant
 from .ops.affine import crop_matrix, transform_points, warp_affine
 from .skeleton import Skeleton
 
@@ -246,14 +247,13 @@ def color_matrices(params: AugmentParams, mean_grey: torch.Tensor) -> torch.Tens
         p.to(dt) for p in (params.brightness, params.contrast, params.saturation, params.hue)
     )
     eye = torch.eye(3, device=dev, dtype=dt)
-    w = torch.tensor(GREY, device=dev, dtype=dt)
-    ones = torch.ones(3, device=dev, dtype=dt)
-    sat = s[:, None, None] * eye + (1 - s)[:, None, None] * torch.outer(ones, w)
-    u = ones / math.sqrt(3.0)
-    ux = torch.tensor([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]], device=dev, dtype=dt)
-    ux = ux / math.sqrt(3.0)
+    grey_rows = constant((GREY, GREY, GREY), dev, dt)  # 1 w^T: each row the grey weights
+    sat = s[:, None, None] * eye + (1 - s)[:, None, None] * grey_rows
+    r3 = 1 / math.sqrt(3.0)
+    ux = constant(((0.0, -r3, r3), (r3, 0.0, -r3), (-r3, r3, 0.0)), dev, dt)  # [u]x, u = 1/sqrt3
+    uu = torch.full((3, 3), 1 / 3, device=dev, dtype=dt)  # u u^T
     cos, sin = torch.cos(h)[:, None, None], torch.sin(h)[:, None, None]
-    hue = cos * eye + sin * ux + (1 - cos) * torch.outer(u, u)
+    hue = cos * eye + sin * ux + (1 - cos) * uu
     A = (c * b)[:, None, None] * (hue @ sat)
     o = ((1 - c) * b * mean_grey)[:, None, None].expand(-1, 3, 1)
     return torch.cat([A, o], dim=-1)
@@ -320,7 +320,7 @@ class DeviceAugment:
         """Colour, shadow and noise on ``(B, 3, H, W)`` float crops in ``[0, 255]``."""
         cfg = self.cfg
         B, _, H, W = crops.shape
-        w = torch.tensor(GREY, device=crops.device, dtype=crops.dtype)
+        w = constant(GREY, crops.device, crops.dtype)
         mean_grey = crops.mean(dim=(2, 3)) @ w
         T = color_matrices(params, mean_grey)
         out = torch.baddbmm(T[:, :, 3:], T[:, :, :3], crops.reshape(B, 3, H * W))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from .ops._constants import constant
+
 __all__ = [
     "COCO_SIGMAS",
     "auc",
@@ -153,7 +155,11 @@ def oks(
         ``(...)``; 0 for a ground truth without labelled joints.
     """
     _check(pred, target, visibility)
-    k2 = (2 * torch.as_tensor(sigmas, dtype=pred.dtype, device=pred.device)) ** 2
+    if isinstance(sigmas, torch.Tensor):
+        sig = sigmas.to(pred.device, pred.dtype)
+    else:
+        sig = constant(tuple(float(v) for v in sigmas), pred.device, pred.dtype)
+    k2 = (2 * sig) ** 2
     if k2.shape[0] != pred.shape[-2]:
         raise ValueError(f"sigmas has {k2.shape[0]} values, keypoints have K={pred.shape[-2]}")
     d2 = (pred - target).square().sum(-1)

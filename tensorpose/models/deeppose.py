@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..ops._constants import constant
 from .backbones import resnet
 
 __all__ = [
@@ -28,15 +29,13 @@ __all__ = [
 
 def normalize_coords(keypoints: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """Crop pixels ``(..., 2)`` -> ``[-0.5, 0.5]`` over the crop area ``(H, W)``."""
-    H, W = size
-    wh = torch.tensor([W, H], dtype=keypoints.dtype, device=keypoints.device)
+    wh = constant((float(size[1]), float(size[0])), keypoints.device, keypoints.dtype)
     return (keypoints + 0.5) / wh - 0.5
 
 
 def denormalize_coords(coords: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """Inverse of :func:`normalize_coords`."""
-    H, W = size
-    wh = torch.tensor([W, H], dtype=coords.dtype, device=coords.device)
+    wh = constant((float(size[1]), float(size[0])), coords.device, coords.dtype)
     return (coords + 0.5) * wh - 0.5
 
 

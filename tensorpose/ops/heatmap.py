@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import check_finite, check_last_dims, check_tensor
+from ._constants import constant
 
 __all__ = [
     "centernet_decode",
@@ -253,7 +254,7 @@ def decode_heatmaps(
     if method != "argmax":
         # One gather of the 3x3 neighbourhood (index clamped into the map where the border rule
         # discards the shift anyway): columns (-1,-1) (0,-1) (1,-1) (-1,0) (0,0) ... (1,1).
-        d = torch.tensor([-W - 1, -W, -W + 1, -1, 0, 1, W - 1, W, W + 1], device=idx.device)
+        d = constant((-W - 1, -W, -W + 1, -1, 0, 1, W - 1, W, W + 1), idx.device, idx.dtype)
         inner = (ix > 0) & (ix < W - 1) & (iy > 0) & (iy < H - 1)
         centre = torch.where(inner, idx, torch.full_like(idx, W + 1 if H > 2 and W > 2 else 0))
         n = flat.gather(-1, (centre.unsqueeze(-1) + d).clamp_(0, H * W - 1))
@@ -459,7 +460,7 @@ def centernet_targets(
     K = keypoints.shape[2]
     f32 = torch.float32
     lo = boxes.new_zeros(4)
-    hi = torch.tensor([W - 1, H - 1, W - 1, H - 1], dtype=boxes.dtype, device=boxes.device)
+    hi = constant((W - 1, H - 1, W - 1, H - 1), boxes.device, boxes.dtype)
     bb = torch.minimum(torch.maximum(boxes, lo), hi).to(f32)
     w, h = bb[..., 2] - bb[..., 0], bb[..., 3] - bb[..., 1]
     drawn = valid.bool() & (w > 0) & (h > 0)
