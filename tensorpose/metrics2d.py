@@ -1,0 +1,216 @@
+"""2D keypoint metrics as pure tensor functions: PCK@alpha (box- or head-normalised), AUC,
+end-point error, COCO OKS; and COCO keypoint AP through pycocotools (optional ``coco`` extra).
+
+Only joints with ``visibility > 0`` count. Reductions happen on the device; nothing reads
+back to the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import torch
+
+from .ops._constants import constant
+
+__all__ = [
+    "COCO_SIGMAS",
+    "auc",
+    "bbox_size",
+    "coco_keypoint_ap",
+    "epe",
+    "joint_distance",
+    "oks",
+    "pck",
+]
+
+COCO_SIGMAS = (
+    0.026,
+    0.025,
+    0.025,
+    0.035,
+    0.035,
+    0.079,
+    0.079,
+    0.072,
+    0.072,
+    0.062,
+    0.062,
+    0.107,
+    0.107,
+    0.087,
+    0.087,
+    0.089,
+    0.089,
+)
+"""Per-keypoint OKS constants of the COCO-17 keypoints (the COCO evaluation's values)."""
+
+
+def _check(pred: torch.Tensor, target: torch.Tensor, visibility: torch.Tensor) -> None:
+    if pred.shape != target.shape or pred.dim() < 2 or pred.shape[-1] != 2:
+        raise ValueError(
+            f"pred and target must both be (..., K, 2), got {tuple(pred.shape)} and "
+            f"{tuple(target.shape)}"
+        )
+    if visibility.shape != pred.shape[:-1]:
+        raise ValueError(
+            f"visibility must have shape {tuple(pred.shape[:-1])}, got {tuple(visibility.shape)}"
+        )
+
+
+def bbox_size(boxes: torch.Tensor) -> torch.Tensor:
+    """PCK normaliser from COCO boxes ``(..., 4)`` (x, y, w, h): ``max(w, h)``."""
+    return torch.maximum(boxes[..., 2], boxes[..., 3])
+
+
+def joint_distance(keypoints: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """A normaliser from two joints of the ground truth, e.g. a head segment for PCKh
+    (MPII: head top and upper neck): ``||keypoints[..., a] - keypoints[..., b]||``."""
+    return (keypoints[..., a, :] - keypoints[..., b, :]).norm(dim=-1)
+
+
+def pck(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    visibility: torch.Tensor,
+    normalizer: torch.Tensor,
+    alpha: float = 0.2,
+    per_joint: bool = False,
+) -> torch.Tensor:
+    """Percentage of correct keypoints: a visible joint is correct when its error is at most
+    ``alpha * normalizer``.
+
+    Args:
+        pred, target: ``(..., K, 2)``.
+        visibility: ``(..., K)``.
+        normalizer: ``(...)`` per person (:func:`bbox_size`, :func:`joint_distance`).
+        alpha: threshold factor.
+        per_joint: return ``(K,)`` per-joint values (NaN for a joint never visible) instead of
+            the fraction over all visible joints.
+
+    Returns:
+        scalar (or ``(K,)``) in ``[0, 1]``; NaN when nothing is visible.
+    """
+    _check(pred, target, visibility)
+    d = (pred - target).norm(dim=-1)
+    ok = (d <= alpha * normalizer.unsqueeze(-1)).to(d.dtype)
+    v = (visibility > 0).to(d.dtype)
+    if per_joint:
+        dims = tuple(range(d.dim() - 1))
+        return (ok * v).sum(dims) / v.sum(dims)
+    return (ok * v).sum() / v.sum()
+
+
+def auc(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    visibility: torch.Tensor,
+    normalizer: torch.Tensor,
+    max_alpha: float = 0.5,
+    steps: int = 20,
+) -> torch.Tensor:
+    """Area under the PCK curve: the mean of PCK at ``steps`` thresholds
+    ``alpha_i = max_alpha * i / steps``, ``i = 0 .. steps - 1`` (normalised to ``[0, 1]``).
+
+    Args: as :func:`pck`.
+    """
+    _check(pred, target, visibility)
+    d = (pred - target).norm(dim=-1) / normalizer.unsqueeze(-1)
+    alphas = torch.arange(steps, device=d.device, dtype=d.dtype) * (max_alpha / steps)
+    v = (visibility > 0).to(d.dtype)
+    ok = (d.unsqueeze(-1) <= alphas).to(d.dtype) * v.unsqueeze(-1)  # (..., K, steps)
+    curve = ok.reshape(-1, steps).sum(0) / v.sum()
+    return curve.mean()
+
+
+def epe(pred: torch.Tensor, target: torch.Tensor, visibility: torch.Tensor) -> torch.Tensor:
+    """Mean end-point error (pixels) over the visible joints."""
+    _check(pred, target, visibility)
+    v = (visibility > 0).to(pred.dtype)
+    return ((pred - target).norm(dim=-1) * v).sum() / v.sum()
+
+
+def oks(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    visibility: torch.Tensor,
+    area: torch.Tensor,
+    sigmas: tuple[float, ...] | torch.Tensor = COCO_SIGMAS,
+) -> torch.Tensor:
+    """Object keypoint similarity of each prediction with its ground truth (COCO's formula).
+
+    ``OKS = mean over labelled joints of exp(-d^2 / (2 s^2 k^2))`` with ``s^2`` the object
+    area and ``k = 2 sigma``.
+
+    Args:
+        pred, target: ``(..., K, 2)``.
+        visibility: ``(..., K)`` of the ground truth.
+        area: ``(...)`` ground-truth segment areas.
+        sigmas: ``K`` per-joint constants (default COCO's).
+
+    Returns:
+        ``(...)``; 0 for a ground truth without labelled joints.
+    """
+    _check(pred, target, visibility)
+    if isinstance(sigmas, torch.Tensor):
+        sig = sigmas.to(pred.device, pred.dtype)
+    else:
+        sig = constant(tuple(float(v) for v in sigmas), pred.device, pred.dtype)
+    k2 = (2 * sig) ** 2
+    if k2.shape[0] != pred.shape[-2]:
+        raise ValueError(f"sigmas has {k2.shape[0]} values, keypoints have K={pred.shape[-2]}")
+    d2 = (pred - target).square().sum(-1)
+    e = d2 / k2 / (area.unsqueeze(-1) + torch.finfo(torch.float64).eps) / 2
+    v = (visibility > 0).to(pred.dtype)
+    return (torch.exp(-e) * v).sum(-1) / v.sum(-1).clamp_min(1)
+
+
+AP_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
+
+
+def coco_keypoint_ap(
+    annotations: str | Path | dict,
+    results: str | Path | list[dict],
+    image_ids: list[int] | None = None,
+) -> dict[str, float]:
+    """COCO keypoint AP/AR with pycocotools (the optional ``coco`` extra).
+
+    Args:
+        annotations: ground-truth JSON path or its loaded dict.
+        results: results JSON path or list (see :func:`tensorpose.io.coco.coco_results`).
+        image_ids: evaluate on these images only (default: every image with a result).
+
+    Returns:
+        ``{"AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl"}``.
+
+    Raises:
+        ImportError: pycocotools is not installed (install the ``coco`` extra).
+    """
+    try:
+        from pycocotools.coco import COCO
+        from pycocotools.cocoeval import COCOeval
+    except ImportError as e:
+        raise ImportError(
+            "COCO keypoint AP needs pycocotools: install the optional extra with "
+            "pip install 'tensorpose[coco]' (or pip install pycocotools)"
+        ) from e
+    if not isinstance(annotations, dict):
+        annotations = json.loads(Path(annotations).read_text())
+    if not isinstance(results, list):
+        results = json.loads(Path(results).read_text())
+    if not results:
+        return dict.fromkeys(AP_NAMES, 0.0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO()
+        gt.dataset = annotations
+        gt.createIndex()
+        dt = gt.loadRes(results)
+        ev = COCOeval(gt, dt, "keypoints")
+        ev.params.imgIds = sorted(image_ids or {r["image_id"] for r in results})
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return {n: float(v) for n, v in zip(AP_NAMES, ev.stats, strict=True)}

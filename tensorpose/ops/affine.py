@@ -1,0 +1,252 @@
+"""2D affine geometry as batched tensor functions: matrices from point triples and from
+box crops with rotation/scale/shift/flip, image warps and point transforms.
+
+Conventions (the ones OpenCV uses, so results compare with ``cv2.warpAffine``):
+
+- Pixel ``(i, j)`` (column, row) has its centre at the continuous point ``(i, j)`` and covers
+  ``[i - 0.5, i + 0.5] x [j - 0.5, j + 0.5]``; keypoints live in the same coordinates.
+- A matrix ``M (2, 3)`` maps a source point to its destination: ``q = M[:, :2] @ p + M[:, 2]``
+  (``cv2.warpAffine`` without ``WARP_INVERSE_MAP``).
+- A crop window of ``scale = (w, h)`` pixels around ``center`` covers the continuous box
+  ``center +- scale / 2`` and maps onto the whole output area ``[-0.5, W - 0.5]``: the centre goes
+  to ``((W - 1) / 2, (H - 1) / 2)`` and one source pixel to ``W / w`` output pixels (the unbiased
+  convention; the classic HRNet code maps the centre to ``W / 2``, half a pixel off).
+- Rotation ``theta`` (radians) turns the image content counter-clockwise on the screen, as
+  ``cv2.getRotationMatrix2D`` does for positive angles.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import check_finite, check_last_dims, check_tensor
+
+__all__ = [
+    "box_to_center_scale",
+    "crop_matrix",
+    "get_affine_transform",
+    "invert_affine",
+    "transform_points",
+    "warp_affine",
+]
+
+
+def get_affine_transform(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """The affine matrices that map three source points onto three destination points.
+
+    Batched ``cv2.getAffineTransform``: solves ``M @ [src_i, 1] = dst_i`` for ``i = 0, 1, 2``.
+
+    Args:
+        src: ``(..., 3, 2)`` point triples (not collinear).
+        dst: ``(..., 3, 2)`` their images.
+
+    Returns:
+        ``(..., 2, 3)`` matrices, in the dtype of the inputs (use float64 to match OpenCV to
+        the last bits).
+
+    Example:
+        >>> src = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64)
+        >>> get_affine_transform(src, 2 * src + 1)
+        tensor([[[2., 0., 1.],
+                 [0., 2., 1.]]], dtype=torch.float64)
+    """
+    check_tensor("src", src, 2)
+    check_tensor("dst", dst, 2)
+    check_last_dims("src", src, (3, 2), "three 2D points")
+    check_last_dims("dst", dst, (3, 2), "three 2D points")
+    check_finite("src", src)
+    check_finite("dst", dst)
+    src, dst = torch.broadcast_tensors(src, dst)
+    A = torch.cat([src, torch.ones_like(src[..., :1])], dim=-1)  # (..., 3, 3)
+    # A @ M^T = dst: one batched 3x3 solve (collinear points give a singular A).
+    return torch.linalg.solve(A, dst).transpose(-1, -2)
+
+
+def invert_affine(matrices: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``(..., 2, 3)`` affine matrices (closed-form 2x2 inverse, no solver)."""
+    check_tensor("matrices", matrices, 2)
+    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
+    a, b, tx = matrices[..., 0, 0], matrices[..., 0, 1], matrices[..., 0, 2]
+    c, d, ty = matrices[..., 1, 0], matrices[..., 1, 1], matrices[..., 1, 2]
+    inv_det = 1.0 / (a * d - b * c)
+    ia, ib, ic, id_ = d * inv_det, -b * inv_det, -c * inv_det, a * inv_det
+    row0 = torch.stack([ia, ib, -(ia * tx + ib * ty)], dim=-1)
+    row1 = torch.stack([ic, id_, -(ic * tx + id_ * ty)], dim=-1)
+    return torch.stack([row0, row1], dim=-2)
+
+
+def transform_points(points: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
+    """Apply affine matrices to points.
+
+    Args:
+        points: ``(..., N, 2)``.
+        matrices: ``(..., 2, 3)``, broadcast against the points' leading dims.
+
+    Returns:
+        ``(..., N, 2)``.
+    """
+    check_tensor("points", points, 2)
+    check_tensor("matrices", matrices, 2)
+    check_last_dims("points", points, (None, 2), "2D points")
+    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
+    return points @ matrices[..., :2].transpose(-1, -2) + matrices[..., 2].unsqueeze(-2)
+
+
+def box_to_center_scale(
+    boxes: torch.Tensor, aspect_ratio: float, padding: float = 1.25
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-down crop windows from person boxes.
+
+    The box is widened or heightened to the crop's ``aspect_ratio`` (width / height) around its
+    centre, then enlarged by ``padding`` (the usual 1.25).
+
+    Args:
+        boxes: ``(..., 4)`` COCO boxes ``(x, y, w, h)`` in pixels (``x, y`` the top-left corner
+            of the box area).
+        aspect_ratio: output width / height, e.g. ``192 / 256``.
+        padding: enlargement factor.
+
+    Returns:
+        ``center (..., 2) = (x + w / 2, y + h / 2)`` and ``scale (..., 2)`` (window width and
+        height in pixels). Boxes and keypoints are taken in the same coordinates, as the
+        classic top-down pipelines do.
+
+    Example:
+        >>> c, s = box_to_center_scale(torch.tensor([10.0, 20.0, 30.0, 80.0]), 0.75)
+        >>> c.tolist(), s.tolist()
+        ([25.0, 60.0], [75.0, 100.0])
+    """
+    check_tensor("boxes", boxes)
+    check_last_dims("boxes", boxes, (4,), "x, y, w, h")
+    if not aspect_ratio > 0:
+        raise ValueError(f"aspect_ratio must be positive, got {aspect_ratio}")
+    x, y, w, h = boxes.unbind(-1)
+    center = torch.stack([x + 0.5 * w, y + 0.5 * h], dim=-1)
+    wider = w > aspect_ratio * h
+    w2 = torch.where(wider, w, h * aspect_ratio)
+    h2 = torch.where(wider, w / aspect_ratio, h)
+    return center, torch.stack([w2, h2], dim=-1) * padding
+
+
+def crop_matrix(
+    center: torch.Tensor,
+    scale: torch.Tensor,
+    output_size: tuple[int, int],
+    rotation: torch.Tensor | None = None,
+    flip: torch.Tensor | None = None,
+    shift: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """ONE matrix per sample: crop window -> output, with rotation, flip and shift folded in.
+
+    ``q = k * R(theta) @ (p - center - shift) + o``, ``k = W / scale_w`` (uniform; windows from
+    :func:`box_to_center_scale` already have the output's aspect ratio),
+    ``o = ((W - 1) / 2, (H - 1) / 2)``; a flip then mirrors the output: ``q_x <- W - 1 - q_x``.
+
+    Args:
+        center: ``(..., 2)`` window centres (pixels).
+        scale: ``(..., 2)`` window sizes (pixels); augmentation scales it before the call.
+        output_size: ``(H, W)`` of the crop.
+        rotation: ``(...)`` radians, counter-clockwise on screen; ``None`` for none.
+        flip: ``(...)`` bool, mirror left-right; ``None`` for none.
+        shift: ``(..., 2)`` window displacement in source pixels; ``None`` for none.
+
+    Returns:
+        ``(..., 2, 3)`` source -> crop matrices.
+    """
+    check_tensor("center", center)
+    check_tensor("scale", scale)
+    check_last_dims("center", center, (2,), "x, y")
+    check_last_dims("scale", scale, (2,), "w, h")
+    H, W = (int(v) for v in output_size)
+    if H < 1 or W < 1:
+        raise ValueError(f"output_size must be positive (H, W), got {output_size}")
+    if shift is not None:
+        center = center + shift
+    k = W / scale[..., 0]
+    if rotation is None:
+        cos, sin = k, torch.zeros_like(k)
+    else:
+        cos, sin = k * torch.cos(rotation), k * torch.sin(rotation)
+    # cv2.getRotationMatrix2D's linear part: [[cos, sin], [-sin, cos]].
+    cx, cy = center.unbind(-1)
+    ox, oy = (W - 1) / 2.0, (H - 1) / 2.0
+    bx = ox - (cos * cx + sin * cy)
+    by = oy - (-sin * cx + cos * cy)
+    if flip is not None:
+        sign = 1.0 - 2.0 * flip.to(cos.dtype)
+        row0 = torch.stack([sign * cos, sign * sin, sign * bx + (1.0 - sign) * 0.5 * (W - 1)], -1)
+    else:
+        row0 = torch.stack([cos, sin, bx], -1)
+    row1 = torch.stack([-sin, cos, by], -1)
+    return torch.stack([row0, row1], dim=-2)
+
+
+def warp_affine(
+    images: torch.Tensor,
+    matrices: torch.Tensor,
+    size: tuple[int, int],
+    fill: float = 0.0,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Batched affine warp, bilinear with a constant border.
+
+    The geometry of ``cv2.warpAffine(img, M, (W, H), flags=INTER_LINEAR,
+    borderMode=BORDER_CONSTANT, borderValue=fill)``: output pixel ``q`` reads the source at
+    ``M^-1 q`` with pixel centres at integer coordinates; source pixels outside the image read
+    as ``fill``. One ``grid_sample`` for the whole batch.
+
+    Args:
+        images: ``(B, C, H_in, W_in)`` uint8 or floating point. Channels-last memory (e.g.
+            ``(B, H, W, C).permute(0, 3, 1, 2)``) is fine.
+        matrices: ``(B, 2, 3)`` source -> output matrices.
+        size: ``(H, W)`` of the output.
+        fill: border value.
+        out_dtype: output dtype; default the input's. Integer outputs are rounded and clamped
+            to the dtype's range (OpenCV's uint8 path uses 1/32-pixel fixed point, so uint8
+            results differ from it by a fraction of a grey level).
+
+    Returns:
+        ``(B, C, H, W)``.
+    """
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
+    if images.dim() != 4:
+        raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
+    check_tensor("matrices", matrices, 3)
+    if matrices.shape != (images.shape[0], 2, 3):
+        raise ValueError(
+            f"matrices must have shape (B, 2, 3) with B={images.shape[0]} (images), "
+            f"got {tuple(matrices.shape)}"
+        )
+    H, W = (int(v) for v in size)
+    if H < 1 or W < 1:
+        raise ValueError(f"size must be positive (H, W), got {size}")
+    out_dtype = out_dtype or images.dtype
+    work = matrices.dtype if images.dtype == torch.uint8 else images.dtype
+    if not work.is_floating_point:
+        work = torch.float32
+    if images.device.type == "cpu" and work == torch.float16:
+        work = torch.float32
+    H_in, W_in = images.shape[-2:]
+    x = images.to(work)
+    if fill != 0.0:
+        x = x - fill  # bilinear is linear: warp (x - fill) with zero border, add fill back
+    inv = invert_affine(matrices.to(torch.float32 if work != torch.float64 else work))
+    # Output pixel centres -> source pixel coordinates -> grid_sample's [-1, 1] (align_corners=
+    # False: -1 is the left edge of pixel 0, so pixel centre i is (2 i + 1) / W_in - 1).
+    ys = torch.arange(H, device=images.device, dtype=inv.dtype)
+    xs = torch.arange(W, device=images.device, dtype=inv.dtype)
+    a, b, c = inv[:, 0, 0, None, None], inv[:, 0, 1, None, None], inv[:, 0, 2, None, None]
+    d, e, f = inv[:, 1, 0, None, None], inv[:, 1, 1, None, None], inv[:, 1, 2, None, None]
+    X, Y = xs[None, None, :], ys[None, :, None]
+    sx = a * X + b * Y + c
+    sy = d * X + e * Y + f
+    grid = torch.stack([(2 * sx + 1) / W_in - 1, (2 * sy + 1) / H_in - 1], dim=-1).to(work)
+    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    if fill != 0.0:
+        out = out + fill
+    if out_dtype.is_floating_point:
+        return out.to(out_dtype)
+    info = torch.iinfo(out_dtype)
+    return out.round().clamp_(info.min, info.max).to(out_dtype)

@@ -1,0 +1,50 @@
+"""Pictures: skeleton drawing, the augmented-crop grid, and the viz / coco-info commands."""
+
+import cv2
+import numpy as np
+
+from tensorpose import skeletons
+from tensorpose.augment import AugmentConfig
+from tensorpose.cli import main
+from tensorpose.data.images import TopDownDataset
+from tensorpose.viz import LEFT, RIGHT, augment_grid, draw_skeleton
+
+SK = skeletons.get("coco17")
+
+
+def test_draw_skeleton_colours_sides():
+    img = np.zeros((64, 64, 3), np.uint8)
+    kp = np.zeros((17, 2))
+    vis = np.zeros(17)
+    kp[SK.index("l_shoulder")], kp[SK.index("l_elbow")] = (50, 10), (50, 40)
+    kp[SK.index("r_shoulder")], kp[SK.index("r_elbow")] = (10, 10), (10, 40)
+    vis[[SK.index(n) for n in ("l_shoulder", "l_elbow", "r_shoulder", "r_elbow")]] = 2
+    out = draw_skeleton(img, kp, vis, SK)
+    assert tuple(out[25, 50]) == LEFT and tuple(out[25, 10]) == RIGHT
+    assert img.sum() == 0  # drawn on a copy
+
+
+def test_augment_grid_shape_and_plain_column():
+    ds = TopDownDataset(aspect_ratio=0.75, cache_images=True)
+    cfg = AugmentConfig(output_size=(64, 48))
+    grid = augment_grid(ds, SK, cfg, people=(0, 1), augmentations=2, backend="cpu")
+    assert grid.shape == (128, 144, 3) and grid.dtype == np.uint8
+    again = augment_grid(ds, SK, cfg, people=(0, 1), augmentations=2, backend="device")
+    assert np.abs(grid.astype(int) - again.astype(int)).mean() < 3  # same params, both backends
+
+
+def test_viz_and_coco_info_commands(tmp_path, capsys):
+    out = tmp_path / "v" / "aug.png"
+    assert (
+        main(
+            ["viz", "--out", str(out), "--rows", "2", "--augmentations", "2", "--size", "64", "48"]
+        )
+        == 0
+    )
+    img = cv2.imread(str(out))
+    assert img.shape == (128, 144, 3)
+    assert "green = person's left" in capsys.readouterr().out
+    assert main(["viz", "--out", str(out), "--people", "99"]) == 2
+    assert "dataset has 43 people" in capsys.readouterr().err
+    assert main(["coco-info"]) == 0
+    assert "16 images, 43 people kept" in capsys.readouterr().out
