@@ -247,7 +247,7 @@ def _level_plan(
         inverse[order] = torch.arange(len(order))
         bone_of = {c: s for s, (_, c) in enumerate(skeleton.bones)}
         steps = []
-        for d in range(1, len(levels)):
+        for d in range(1, len(levels)):  # once per skeleton and device, over depth levels
             slot = {j: i for i, j in enumerate(levels[d - 1])}
             parent_slot = [slot[skeleton.parents[j]] for j in levels[d]]
             bone_idx = [bone_of[j] for j in levels[d]]
