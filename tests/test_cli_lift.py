@@ -68,3 +68,13 @@ def test_eval_errors(trained, capsys, tmp_path):
     assert "not found" in capsys.readouterr().err
     assert main(["train", str(CONFIG), "train.epoch=1"]) == 2
     assert "did you mean 'epochs'" in capsys.readouterr().err
+
+
+def test_eval_other_subject_and_naming_convention(trained, capsys):
+    """The real CMU subject-01 excerpt in the MotionBuilder-friendly naming evaluates (mapping
+    detected), and the mean-pose baseline is reported next to it."""
+    assert (
+        main(["eval", str(trained / "checkpoint.pt"), "--bvh", "01_01_jump_30fps", "--json"]) == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["frames"] == 54 and "mean_pose_mpjpe_mm" in out

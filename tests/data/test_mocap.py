@@ -183,3 +183,26 @@ def test_motionbuilder_names_map_like_3dsmax_names(tmp_path):
     torch.testing.assert_close(b[0].positions, ref)
     with pytest.raises(ValueError, match="needs joints"):
         mocap.load_bvh_sequences([renamed], mapping="cmu_3dsmax")
+
+
+def test_bundled_motionbuilder_excerpt_is_another_subject():
+    """The real CMU subject-01 excerpt (MotionBuilder-friendly names) loads through the detected
+    ``cmu_motionbuilder`` mapping into a plausible, rigid h36m17 motion with a jump in it."""
+    seqs, sk = mocap.load_bvh_sequences(["01_01_jump_30fps"], fps=30)
+    pos = seqs[0].positions
+    assert (
+        sk.name == "h36m17"
+        and pos.shape == (54, 17, 3)
+        and seqs[0].fps == pytest.approx(30, rel=1e-4)
+    )
+    lengths = torch.linalg.vector_norm(pos[:, 1:] - pos[:, list(sk.parents[1:])], dim=-1)
+    # Rigid limbs; bones through the mapped pelvis (mean of the hips) / neck move by a few mm.
+    assert float(lengths.std(0).max()) < 5e-3
+    pelvis_y = pos[:, sk.root, 1]
+    assert 0.7 < float(pelvis_y.min()) and float(pelvis_y.max()) > 1.05  # crouch, then airborne
+    ours = mocap.load_bvh_sequences(["131_03"], fps=30)[0][0].positions
+    thigh = lengths[:, 1].mean()  # r_hip -> r_knee: another person, another leg length
+    assert (
+        abs(float(thigh) - float(torch.linalg.vector_norm(ours[:, 2] - ours[:, 1], dim=-1).mean()))
+        > 0.005
+    )
