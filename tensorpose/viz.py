@@ -79,12 +79,17 @@ def plot_skeletons_3d(
     pred: torch.Tensor,
     skeleton: Skeleton,
     path: str | Path,
-    views: Sequence[tuple[float, float]] = ((10.0, -80.0), (10.0, 10.0)),
+    views: Sequence[tuple[float, float, str]] = (
+        (8.0, -90.0, "camera view"),
+        (8.0, 0.0, "side view"),
+    ),
     labels: Sequence[str] | None = None,
     title: str = "",
 ) -> Path:
-    """Ground truth and prediction for ``F`` frames side by side (columns: frame x {GT, pred}),
-    one row per viewpoint ``(elevation, azimuth)`` in degrees.
+    """Ground truth and prediction for ``F`` frames side by side (columns: frame x {ground
+    truth, prediction}; the prediction panel repeats the ground truth in light grey), one row per
+    viewpoint ``(elevation, azimuth, name)`` in degrees (azimuth -90 looks along the camera's
+    optical axis, 0 from the subject's side).
 
     Args:
         gt, pred: ``(F, J, 3)`` root-relative camera coordinates (metres).
@@ -101,27 +106,37 @@ def plot_skeletons_3d(
         return torch.stack([p[..., 0], p[..., 2], -p[..., 1]], -1)
 
     g, p = to_plot(gt), to_plot(pred)
-    radius = float(torch.cat([g, p]).abs().amax()) * 1.05
-    fig = plt.figure(figsize=(2.6 * 2 * F, 2.8 * len(views)))
-    for r, (elev, azim) in enumerate(views):
+    both = torch.cat([g, p])  # (2F, J, 3)
+    centre = (both.amax((0, 1)) + both.amin((0, 1))) / 2
+    half = float((both.amax((0, 1)) - both.amin((0, 1))).max()) / 2 * 1.05
+    fig = plt.figure(figsize=(2.3 * 2 * F, 2.6 * len(views)))
+    for r, (elev, azim, vname) in enumerate(views):
         for f in range(F):
-            for k, (pose, name) in enumerate(((g[f], "ground truth"), (p[f], "prediction"))):
+            panels = ((g[f], "ground truth", None), (p[f], "prediction", g[f]))
+            for k, (pose, name, ghost) in enumerate(panels):
                 ax = fig.add_subplot(len(views), 2 * F, r * 2 * F + 2 * f + k + 1, projection="3d")
+                if ghost is not None:
+                    for a, b_ in skeleton.bones:
+                        seg = ghost[[a, b_]]
+                        ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color="0.8", lw=1.5)
                 for (a, b_), col in zip(skeleton.bones, colours, strict=True):
                     seg = pose[[a, b_]]
-                    ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=col, lw=2)
-                ax.scatter(pose[:, 0], pose[:, 1], pose[:, 2], s=4, color="k")
+                    ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=col, lw=2.2)
+                ax.scatter(pose[:, 0], pose[:, 1], pose[:, 2], s=5, color="k", depthshade=False)
                 ax.view_init(elev=elev, azim=azim)
-                ax.set_xlim(-radius, radius)
-                ax.set_ylim(-radius, radius)
-                ax.set_zlim(-radius, radius)
+                for i, setter in enumerate((ax.set_xlim, ax.set_ylim, ax.set_zlim)):
+                    c = float(centre[i])
+                    setter(c - half, c + half)
                 ax.set_box_aspect((1, 1, 1))
                 ax.set_xticklabels([])
                 ax.set_yticklabels([])
                 ax.set_zticklabels([])
-                cap = name if r == 0 else ""
+                ax.set_xlabel("x", labelpad=-12, fontsize=7)
+                ax.set_ylabel("depth", labelpad=-12, fontsize=7)
+                ax.set_zlabel("up", labelpad=-12, fontsize=7)
+                cap = f"{vname}: {name}"
                 if r == 0 and labels is not None:
-                    cap = f"{labels[f]}\n{name}"
+                    cap = f"{labels[f]}\n{cap}"
                 ax.set_title(cap, fontsize=8)
     if title:
         fig.suptitle(title + "   (left limbs blue, right limbs red)", fontsize=10)
