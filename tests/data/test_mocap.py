@@ -12,6 +12,7 @@ from tensorpose.ops.camera import normalize_screen
 from tensorpose.ops.kinematics import flip
 
 SK = skeletons.get("h36m17")
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def toy_set(lengths=(5, 40, 13), seed=0) -> LiftingSet:
@@ -23,19 +24,21 @@ def toy_set(lengths=(5, 40, 13), seed=0) -> LiftingSet:
     return LiftingSet.from_arrays(clips, SK, 1000, 1000)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rf", [1, 3, 9, 27])
-def test_window_gather_equals_naive_edge_padded_slices(rf):
-    data = toy_set()
-    frames = torch.arange(len(data.pixels))
+def test_window_gather_equals_naive_edge_padded_slices(rf, device):
+    data = toy_set().to(device)
+    frames = torch.arange(len(data.pixels), device=device)
     batch = data.batch(frames, rf)
-    kp = batch["keypoints"].numpy()
+    kp = batch["keypoints"].cpu().numpy()
+    data = data.to("cpu")
     half = rf // 2
     for c in data.clips:  # naive reference: pad each clip with its edge frames, slice windows
         px = normalize_screen(data.pixels[c.start : c.start + c.length], 1000, 1000).numpy()
         padded = np.pad(px, ((half, half), (0, 0), (0, 0)), mode="edge")
         for f in range(c.length):
             np.testing.assert_array_equal(kp[c.start + f], padded[f : f + rf])
-    np.testing.assert_array_equal(batch["target"][:, 0].numpy(), data.targets.numpy())
+    np.testing.assert_array_equal(batch["target"][:, 0].cpu().numpy(), data.targets.numpy())
 
 
 def test_targets_are_root_relative():
@@ -43,15 +46,16 @@ def test_targets_are_root_relative():
     assert float(data.targets[:, SK.root].abs().max()) == 0.0
 
 
-def test_flip_batch_is_mirrored_2d_and_3d_together():
-    data = toy_set()
-    frames = torch.tensor([0, 7, 20, 50])
+@pytest.mark.parametrize("device", DEVICES)
+def test_flip_batch_is_mirrored_2d_and_3d_together(device):
+    data = toy_set().to(device)
+    frames = torch.tensor([0, 7, 20, 50], device=device)
     plain = data.batch(frames, 9)
-    flipped = data.batch(frames, 9, flip_prob=1.0, generator=torch.Generator().manual_seed(0))
-    np.testing.assert_allclose(
-        flipped["keypoints"].numpy(), flip(plain["keypoints"], SK, axis=0).numpy()
-    )
-    np.testing.assert_allclose(flipped["target"].numpy(), flip(plain["target"], SK, 0).numpy())
+    gen = torch.Generator(device=device).manual_seed(0)
+    flipped = data.batch(frames, 9, flip_prob=1.0, generator=gen)
+    torch.testing.assert_close(flipped["keypoints"], flip(plain["keypoints"], SK, axis=0))
+    torch.testing.assert_close(flipped["target"], flip(plain["target"], SK, 0))
+    data = data.to("cpu")
     half = data.batch(
         torch.arange(len(data.pixels)), 3, flip_prob=0.5, generator=torch.Generator().manual_seed(1)
     )
