@@ -57,7 +57,7 @@ class DataConfig:
     """Up axis of world-coordinate npz data (BVH is Y up)."""
     fps: float = 30.0
     """Frame rate after subsampling BVH files (120 fps CMU -> every 4th frame)."""
-    train_cameras: int = 8
+    train_cameras: int = 32
     val_cameras: int = 4
     seed: int = 0
     """Seed of the virtual cameras (fixed per sequence-camera pair)."""
@@ -85,10 +85,10 @@ class ModelConfig:
 class TrainConfig:
     """The optimisation loop."""
 
-    epochs: int = 40
+    epochs: int = 20
     batch_size: int = 256
     lr: float = 1e-3
-    lr_decay: float = 0.95
+    lr_decay: float = 0.9
     """Learning-rate factor per epoch."""
     bone_weight: float = 1.0
     direction_weight: float = 0.1

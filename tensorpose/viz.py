@@ -63,8 +63,11 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> P
     b.set_title("joint error")
     b.set_ylim(bottom=0)
     b.legend()
+    from matplotlib.ticker import MaxNLocator
+
     for ax in (a, b):
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if title:
         fig.suptitle(title)
     fig.tight_layout()
