@@ -71,6 +71,16 @@ def naive_batch(data: LiftingSet, frames: torch.Tensor, rf: int, flip: torch.Ten
     return {"keypoints": torch.stack(kps), "target": torch.stack(tgs)}
 
 
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto")
@@ -156,7 +166,7 @@ def main() -> None:
         "benchmark": "lifting",
         "device": device.type,
         "device_name": (
-            torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+            torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
         ),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

@@ -59,15 +59,18 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> P
     b.plot(ep, [h["val_mpjpe_mm"] for h in history], "s-", ms=3, label="val MPJPE")
     b.plot(ep, [h["val_p_mpjpe_mm"] for h in history], "^--", ms=3, label="val P-MPJPE")
     b.set_xlabel("epoch")
-    b.set_ylabel("mm")
+    b.set_ylabel("mm (log scale)")
     b.set_title("joint error")
-    b.set_ylim(bottom=0)
+    b.set_yscale("log")
     b.legend()
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
     for ax in (a, b):
         ax.grid(alpha=0.3)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
