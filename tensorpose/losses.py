@@ -1,5 +1,8 @@
 """Losses as functions (Modules only where state is needed).
 
+3D lifting: MPJPE, and for the kinematic head a bone-length term and a bone-direction term
+("Deep Kinematics Analysis").
+
 2D pose: the visibility-masked MSE of DeepPose (autograd and an explicit ``autograd.Function``
 backward, which the DeepPose articles compare), SimpleBaseline's weighted heatmap MSE, and
 CenterNet's penalty-reduced focal loss and sparse L1 regression losses.
@@ -10,15 +13,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .metrics import mpjpe
 from .ops.heatmap import gather_features
+from .ops.kinematics import decompose
+from .skeleton import Skeleton
 
 __all__ = [
     "MaskedMSEFunction",
+    "bone_direction_loss",
+    "bone_length_loss",
     "centernet_loss",
     "focal_loss",
     "heatmap_mse",
     "masked_mse",
     "masked_mse_explicit",
+    "mpjpe_loss",
     "reg_l1_loss",
 ]
 
@@ -198,3 +207,26 @@ def centernet_loss(
     }
     terms["loss"] = sum(w[k] * v for k, v in terms.items())
     return terms
+
+
+def mpjpe_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean Euclidean joint distance of ``(..., J, 3)`` poses (VideoPose3D's training loss)."""
+    return mpjpe(pred, target, "mean")
+
+
+def bone_length_loss(
+    lengths: torch.Tensor, target: torch.Tensor, skeleton: Skeleton
+) -> torch.Tensor:
+    """Mean absolute error between predicted bone lengths ``(B, 1, S, 1)`` (one per sequence) and
+    the lengths of ``target (B, T, J, 3)`` (averaged over its frames)."""
+    true_lengths, _ = decompose(target, skeleton)  # (B, T, S, 1)
+    return (lengths - true_lengths.mean(-3, keepdim=True)).abs().mean()
+
+
+def bone_direction_loss(
+    directions: torch.Tensor, target: torch.Tensor, skeleton: Skeleton
+) -> torch.Tensor:
+    """Mean Euclidean distance between predicted unit bone directions ``(B, T, S, 3)`` and those
+    of ``target (B, T, J, 3)``."""
+    _, true_dirs = decompose(target, skeleton)
+    return torch.linalg.vector_norm(directions - true_dirs, dim=-1).mean()

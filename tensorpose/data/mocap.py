@@ -1,0 +1,496 @@
+"""Motion capture -> 2D/3D training data for pose lifting, assembled on the device.
+
+The path of one batch:
+
+1. :func:`load_bvh_sequences` (or :func:`load_npz`): files -> :class:`MocapSequence` world
+   positions ``(T, J, 3)`` in metres, Y up, subsampled to the requested frame rate.
+2. :meth:`LiftingSet.from_world`: each sequence seen by ``cameras`` virtual cameras
+   (:func:`tensorpose.ops.camera.virtual_cameras`, fixed per sequence-camera pair by a seed):
+   3D joints -> camera coordinates (root-relative targets) and -> pixels. All clips are
+   concatenated into flat frame tensors once.
+3. :meth:`LiftingSet.batch`: for ``B`` target frames, the window indices of every frame are
+   computed by tensor arithmetic from per-frame ``(clip start, clip length, position)`` tables
+   (edge padding = clamping to the clip), gathered in one ``index_select``, flipped left/right
+   for a random subset (2D and 3D together, joints swapped), and screen-normalised. No Python loop
+   over samples or windows; everything stays on the tensors' device.
+
+Splits are by sequence (whole files or npz subject/action entries), never by frame.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..io.bvh import load_bvh
+from ..ops.camera import (
+    H36M_FOCAL,
+    intrinsic_matrix,
+    normalize_screen,
+    project,
+    virtual_cameras,
+    world_to_camera,
+)
+from ..skeleton import Skeleton
+
+__all__ = [
+    "CameraSpec",
+    "Clip",
+    "LiftingSet",
+    "MocapSequence",
+    "available_bvh",
+    "load_bvh_sequences",
+    "load_npz",
+    "resolve_bvh",
+]
+
+ASSET_MOCAP = Path(__file__).resolve().parent.parent / "assets" / "mocap"
+
+
+@dataclass
+class MocapSequence:
+    """World-coordinate motion: ``positions (T, J, 3)`` metres, Y up, at ``fps``."""
+
+    name: str
+    positions: torch.Tensor
+    fps: float
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """How virtual cameras are drawn (see :func:`tensorpose.ops.camera.virtual_cameras`).
+
+    ``distance`` is measured from the subject's path: a camera sits ``d + r`` from the centre of
+    the path, where ``r`` is the path's horizontal radius, so the subject never walks closer
+    than about ``d``. The intrinsics are a Human3.6M-like pinhole (focal 1145 px) on a
+    ``width x height`` image with the principal point at the centre (so a left/right flip of the
+    normalised 2D is exactly the image of the mirrored 3D pose).
+    """
+
+    width: int = 1000
+    height: int = 1000
+    focal: float = H36M_FOCAL
+    elevation_deg: tuple[float, float] = (-10.0, 30.0)
+    distance_m: tuple[float, float] = (3.0, 6.0)
+
+    def K(self, dtype=torch.float32) -> torch.Tensor:
+        return intrinsic_matrix(self.focal, (self.width / 2, self.height / 2), dtype=dtype)
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One sequence seen by one camera: frames ``start .. start + length`` of a
+    :class:`LiftingSet`."""
+
+    name: str
+    camera: int
+    start: int
+    length: int
+
+
+# ---------------------------------------------------------------------- loading
+def available_bvh() -> dict[str, Path]:
+    """Bundled BVH files by stem, including the subfolders of ``assets/mocap``."""
+    return {p.stem: p for p in sorted(ASSET_MOCAP.rglob("*.bvh"))}
+
+
+def resolve_bvh(name: str | Path) -> Path:
+    """A path to an existing file, or the stem of a bundled file (e.g. ``"131_03"``)."""
+    p = Path(name)
+    if p.is_file():
+        return p
+    bundled = available_bvh()
+    if str(name) in bundled:
+        return bundled[str(name)]
+    raise FileNotFoundError(
+        f"BVH file {str(name)!r} not found (neither a file nor a bundled name; bundled: "
+        f"{', '.join(bundled)})"
+    )
+
+
+def load_bvh_sequences(
+    names: Sequence[str | Path], mapping: str | None = None, fps: float = 30.0
+) -> tuple[list[MocapSequence], Skeleton]:
+    """Load BVH files mapped to the target skeleton (``h36m17``), in metres, subsampled to about
+    ``fps`` (every ``round(file_fps / fps)``-th frame; 120 fps CMU files at 30 fps keep every
+    4th).
+
+    Args:
+        names: paths or bundled stems.
+        mapping: a shipped mapping name (``cmu_3dsmax``, ``cmu_motionbuilder``) or ``None`` to
+            detect it per file. Unknown names raise ``ValueError`` listing the known ones.
+    """
+    if fps <= 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    seqs, skeleton = [], None
+    for name in names:
+        path = resolve_bvh(name)
+        motion = load_bvh(path)
+        pos, sk = motion.to_skeleton(mapping or None)
+        step = max(1, round(motion.fps / fps))
+        seqs.append(MocapSequence(path.stem, pos[::step].float(), motion.fps / step))
+        skeleton = sk
+    if skeleton is None:
+        raise ValueError("no BVH files given")
+    return seqs, skeleton
+
+
+def _rotate_z_up(x: np.ndarray) -> np.ndarray:
+    """Z-up world coordinates to Y-up (x, y, z) -> (x, z, -y)."""
+    return np.stack([x[..., 0], x[..., 2], -x[..., 1]], -1)
+
+
+def load_npz(
+    path: str | Path,
+    skeleton: Skeleton,
+    entries: Sequence[str] | None = None,
+    up_axis: str = "y",
+) -> tuple[list[MocapSequence], list[tuple[str, torch.Tensor, torch.Tensor]]]:
+    """Read 2D/3D arrays in VideoPose3D's ``.npz`` layout.
+
+    - ``positions_3d[subject][action]``: ``(T, J, 3)`` world coordinates in metres (``up_axis``
+      ``"y"`` or ``"z"``; Z-up data is rotated to Y-up), used with virtual cameras; or
+      ``(C, T, J, 3)`` / a list of ``C`` arrays already in each camera's coordinates.
+    - optional ``positions_2d[subject][action][camera]``: ``(T, J, 2)`` pixels. When present,
+      2D inputs come from the file and ``positions_3d`` must be per camera (as after
+      VideoPose3D's world-to-camera step); a single world array with 2D raises ``ValueError``.
+
+    Args:
+        entries: ``"subject"`` (all its actions) or ``"subject/action"``; ``None`` takes all.
+
+    Returns:
+        ``(world_sequences, camera_clips)``: world sequences (for virtual cameras) and clips
+        ``(name, pixels (T, J, 2), joints_camera (T, J, 3))``. Frames with NaN are kept; see
+        :meth:`LiftingSet.from_arrays`.
+    """
+    path = Path(path)
+    if up_axis not in ("y", "z"):
+        raise ValueError(f"up_axis must be 'y' or 'z', got {up_axis!r}")
+    try:
+        data = np.load(path, allow_pickle=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read as .npz: {e}") from None
+    if "positions_3d" not in data:
+        raise ValueError(f"{path}: no 'positions_3d' array (keys: {sorted(data.keys())})")
+    p3d = data["positions_3d"].item()
+    p2d = data["positions_2d"].item() if "positions_2d" in data else None
+    J = skeleton.num_joints
+    wanted = _select_entries(p3d, entries, path)
+    world, clips = [], []
+    for subject, action in wanted:
+        name = f"{subject}/{action}"
+        arr3 = p3d[subject][action]
+        if isinstance(arr3, (list, tuple)):
+            arr3 = np.stack([np.asarray(a) for a in arr3])
+        arr3 = np.asarray(arr3, dtype=np.float64)
+        if arr3.ndim not in (3, 4) or arr3.shape[-2:] != (J, 3):
+            raise ValueError(
+                f"{path}: positions_3d[{subject!r}][{action!r}] must have shape (T, {J}, 3) or "
+                f"(C, T, {J}, 3) for skeleton {skeleton.name or J}, got {arr3.shape}"
+            )
+        if p2d is None:
+            if arr3.ndim == 4:
+                raise ValueError(
+                    f"{path}: positions_3d[{subject!r}][{action!r}] is per camera (C, T, J, 3) "
+                    "but there is no positions_2d to go with it"
+                )
+            if up_axis == "z":
+                arr3 = _rotate_z_up(arr3)
+            world.append(MocapSequence(name, torch.from_numpy(arr3).float(), float("nan")))
+            continue
+        try:
+            cams2d = p2d[subject][action]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"{path}: positions_2d has no entry [{subject!r}][{action!r}]"
+            ) from None
+        if arr3.ndim == 3:
+            raise ValueError(
+                f"{path}: positions_3d[{subject!r}][{action!r}] is one world-coordinate array but "
+                f"positions_2d has {len(cams2d)} cameras: give per-camera 3D (C, T, J, 3) in "
+                "camera coordinates, or drop positions_2d to use virtual cameras"
+            )
+        if len(cams2d) != arr3.shape[0]:
+            raise ValueError(
+                f"{path}: [{subject!r}][{action!r}] has {len(cams2d)} 2D cameras but "
+                f"{arr3.shape[0]} 3D cameras"
+            )
+        for c, kp in enumerate(cams2d):
+            kp = np.asarray(kp, dtype=np.float64)
+            if kp.ndim != 3 or kp.shape[1:] != (J, 2):
+                raise ValueError(
+                    f"{path}: positions_2d[{subject!r}][{action!r}][{c}] must have shape "
+                    f"(T, {J}, 2), got {kp.shape}"
+                )
+            T = min(len(kp), arr3.shape[1])  # VideoPose3D trims 2D/3D to the shorter one
+            clips.append(
+                (
+                    f"{name}/cam{c}",
+                    torch.from_numpy(kp[:T]).float(),
+                    torch.from_numpy(arr3[c, :T]).float(),
+                )
+            )
+    return world, clips
+
+
+def _select_entries(p3d: dict, entries: Sequence[str] | None, path: Path) -> list[tuple[str, str]]:
+    if not isinstance(p3d, dict):
+        raise ValueError(f"{path}: positions_3d must be a dict of subjects")
+    if entries is None:
+        return [(s, a) for s in p3d for a in p3d[s]]
+    out = []
+    for e in entries:
+        subject, _, action = str(e).partition("/")
+        if subject not in p3d:
+            raise ValueError(f"{path}: unknown subject {subject!r}; subjects: {sorted(p3d)}")
+        if action:
+            if action not in p3d[subject]:
+                raise ValueError(
+                    f"{path}: subject {subject!r} has no action {action!r}; actions: "
+                    f"{sorted(p3d[subject])}"
+                )
+            out.append((subject, action))
+        else:
+            out += [(subject, a) for a in p3d[subject]]
+    return out
+
+
+# ---------------------------------------------------------------------- the tensor set
+def _camera_seed(seed: int, name: str, camera: int) -> int:
+    """A stable seed per (seed, sequence name, camera index) (crc32, not Python's hash)."""
+    return zlib.crc32(f"{seed}:{name}:{camera}".encode())
+
+
+def _fill_invalid(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Replace frames where ``valid`` is False by the nearest earlier valid frame (or the first
+    valid one for leading gaps). ``x (T, ...)``, ``valid (T,)``."""
+    T = valid.shape[0]
+    idx = torch.arange(T)
+    last = torch.where(valid, idx, torch.full_like(idx, -1)).cummax(0).values
+    first = int(valid.nonzero()[0, 0])
+    last = torch.where(last < 0, torch.full_like(last, first), last)
+    return x.index_select(0, last)
+
+
+class LiftingSet:
+    """All frames of all clips as flat tensors, ready for window gathers.
+
+    Attributes:
+        pixels: ``(N, J, 2)`` 2D keypoints in pixels.
+        targets: ``(N, J, 3)`` root-relative 3D joints in camera coordinates (metres).
+        valid: ``(N,)`` frames usable as targets (finite 2D and 3D in the source).
+        clip_start, clip_length, position: ``(N,)`` per-frame clip tables for window indexing.
+        target_frames: ``(M,)`` indices of valid frames (what training samples from).
+        clips: one :class:`Clip` per sequence-camera pair.
+    """
+
+    def __init__(
+        self,
+        pixels: torch.Tensor,
+        targets: torch.Tensor,
+        valid: torch.Tensor,
+        clips: list[Clip],
+        skeleton: Skeleton,
+        width: int,
+        height: int,
+        fps: float = float("nan"),
+    ) -> None:
+        self.pixels, self.targets, self.valid = pixels, targets, valid
+        self.clips, self.skeleton = clips, skeleton
+        self.width, self.height, self.fps = width, height, fps
+        lengths = torch.tensor([c.length for c in clips], dtype=torch.long)
+        starts = torch.tensor([c.start for c in clips], dtype=torch.long)
+        self.clip_start = starts.repeat_interleave(lengths).to(pixels.device)
+        self.clip_length = lengths.repeat_interleave(lengths).to(pixels.device)
+        self.position = torch.arange(len(pixels), device=pixels.device) - self.clip_start
+        self.target_frames = valid.nonzero()[:, 0]
+        self.flip_index = skeleton.tensor("flip_index", pixels.device)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls,
+        clips: Sequence[tuple[str, torch.Tensor, torch.Tensor]],
+        skeleton: Skeleton,
+        width: int,
+        height: int,
+        fps: float = float("nan"),
+        cameras: Sequence[int] | None = None,
+    ) -> LiftingSet:
+        """Clips ``(name, pixels (T, J, 2), joints_camera (T, J, 3))`` -> one set.
+
+        NaN/inf handling (documented behaviour): a frame with any non-finite 2D or 3D value is
+        marked invalid; it is never a training target nor evaluated, and its values are replaced
+        by the nearest earlier valid frame so that windows around it stay finite. A clip with no
+        valid frame raises ``ValueError``.
+        """
+        J = skeleton.num_joints
+        px, tg, va, out = [], [], [], []
+        start = 0
+        for i, (name, kp, j3) in enumerate(clips):
+            if kp.dim() != 3 or kp.shape[1:] != (J, 2):
+                raise ValueError(
+                    f"clip {name}: 2D must have shape (T, {J}, 2), got {tuple(kp.shape)}"
+                )
+            if j3.dim() != 3 or j3.shape[1:] != (J, 3):
+                raise ValueError(
+                    f"clip {name}: 3D must have shape (T, {J}, 3), got {tuple(j3.shape)}"
+                )
+            if len(kp) != len(j3) or len(kp) == 0:
+                raise ValueError(f"clip {name}: 2D has {len(kp)} frames, 3D has {len(j3)}")
+            ok = torch.isfinite(kp).flatten(1).all(1) & torch.isfinite(j3).flatten(1).all(1)
+            if not bool(ok.any()):
+                raise ValueError(f"clip {name}: every frame has NaN or inf values")
+            if not bool(ok.all()):
+                kp, j3 = _fill_invalid(kp, ok), _fill_invalid(j3, ok)
+            root = skeleton.root
+            px.append(kp.float())
+            tg.append((j3 - j3[:, root : root + 1]).float())
+            va.append(ok)
+            cam = cameras[i] if cameras is not None else 0
+            out.append(Clip(name, cam, start, len(kp)))
+            start += len(kp)
+        if not out:
+            raise ValueError("no clips given")
+        return cls(torch.cat(px), torch.cat(tg), torch.cat(va), out, skeleton, width, height, fps)
+
+    @classmethod
+    def from_world(
+        cls,
+        sequences: Sequence[MocapSequence],
+        skeleton: Skeleton,
+        cameras: int,
+        seed: int = 0,
+        spec: CameraSpec | None = None,
+    ) -> LiftingSet:
+        """Each world sequence seen by ``cameras`` virtual cameras.
+
+        Camera ``c`` of sequence ``name`` is drawn from a generator seeded by
+        ``crc32(f"{seed}:{name}:{c}")``: the same pair always gets the same camera, whatever
+        else is in the set. Azimuth all round, elevation and distance from ``spec``; every
+        camera looks at the centre of the subject's path at mean pelvis height.
+        """
+        spec = spec or CameraSpec()
+        if cameras < 1:
+            raise ValueError(f"cameras must be >= 1, got {cameras}")
+        J = skeleton.num_joints
+        K = spec.K(torch.float64)
+        clips, cams = [], []
+        for seq in sequences:  # per sequence (a handful of files), not per sample
+            pos = seq.positions.to(torch.float64)
+            if pos.dim() != 3 or pos.shape[1:] != (J, 3):
+                raise ValueError(
+                    f"sequence {seq.name}: positions must have shape (T, {J}, 3), got "
+                    f"{tuple(pos.shape)}"
+                )
+            ok = torch.isfinite(pos).flatten(1).all(1)
+            if not bool(ok.any()):
+                raise ValueError(f"sequence {seq.name}: every frame has NaN or inf values")
+            root = pos[ok][:, skeleton.root]  # (T, 3)
+            lo, hi = root.min(0).values, root.max(0).values
+            centre = (lo + hi) / 2
+            centre[1] = root[:, 1].mean()
+            radius = float(torch.linalg.vector_norm((root - centre)[:, [0, 2]], dim=-1).max())
+            d0, d1 = spec.distance_m
+            Rs, ts = [], []
+            for c in range(cameras):
+                g = torch.Generator().manual_seed(_camera_seed(seed, seq.name, c))
+                cam = virtual_cameras(
+                    1,
+                    g,
+                    centre,
+                    elevation=tuple(math.radians(e) for e in spec.elevation_deg),
+                    distance=(d0 + radius, d1 + radius),
+                )
+                Rs.append(cam["R"][0])
+                ts.append(cam["t"][0])
+            R = torch.stack(Rs)[:, None]  # (C, 1, 3, 3)
+            t = torch.stack(ts)[:, None]  # (C, 1, 3)
+            pc = world_to_camera(pos.nan_to_num(0.0).unsqueeze(0), R, t)  # (C, T, J, 3)
+            px = project(pc, K)
+            pc = torch.where(ok[None, :, None, None], pc, torch.nan)
+            for c in range(cameras):
+                clips.append((seq.name, px[c], pc[c]))
+                cams.append(c)
+        fps = sequences[0].fps if sequences else float("nan")
+        return cls.from_arrays(clips, skeleton, spec.width, spec.height, fps, cams)
+
+    def to(self, device: torch.device | str) -> LiftingSet:
+        """The same set with its tensors on ``device``."""
+        out = LiftingSet(
+            self.pixels.to(device),
+            self.targets.to(device),
+            self.valid.to(device),
+            self.clips,
+            self.skeleton,
+            self.width,
+            self.height,
+            self.fps,
+        )
+        return out
+
+    def __len__(self) -> int:
+        return int(self.target_frames.numel())
+
+    def mean_pose(self) -> torch.Tensor:
+        """Mean root-relative target over valid frames ``(J, 3)`` (the trivial baseline)."""
+        return self.targets[self.target_frames].mean(0)
+
+    # ------------------------------------------------------------------ batches
+    def window_indices(self, frames: torch.Tensor, receptive_field: int) -> torch.Tensor:
+        """``(B, receptive_field)`` flat frame indices of the windows centred on ``frames (B,)``,
+        clamped to each frame's clip (edge padding), by broadcasting arithmetic."""
+        half = receptive_field // 2
+        offsets = torch.arange(-half, receptive_field - half, device=frames.device)
+        pos = self.position[frames].unsqueeze(1) + offsets  # (B, R)
+        last = (self.clip_length[frames] - 1).unsqueeze(1)
+        pos = torch.minimum(pos.clamp_min(0), last)
+        return self.clip_start[frames].unsqueeze(1) + pos
+
+    def batch(
+        self,
+        frames: torch.Tensor,
+        receptive_field: int,
+        flip_prob: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Assemble a training batch for target ``frames (B,)`` (flat indices).
+
+        Returns ``keypoints (B, R, J, 2)`` screen-normalised windows and ``target (B, 1, J, 3)``.
+        With ``flip_prob > 0`` a random subset (drawn with ``generator`` on the set's device) is
+        mirrored: normalised x and camera X negated, left/right joints swapped, 2D and 3D
+        together.
+        """
+        B = frames.shape[0]
+        idx = self.window_indices(frames, receptive_field)  # (B, R)
+        kp = self.pixels.index_select(0, idx.reshape(-1)).reshape(B, receptive_field, -1, 2)
+        kp = normalize_screen(kp, self.width, self.height)
+        target = self.targets.index_select(0, frames).unsqueeze(1)  # (B, 1, J, 3)
+        if flip_prob > 0:
+            flip = torch.rand(B, device=frames.device, generator=generator) < flip_prob
+            kp_f = kp.index_select(2, self.flip_index) * kp.new_tensor([-1.0, 1.0])
+            tg_f = target.index_select(2, self.flip_index) * target.new_tensor([-1.0, 1.0, 1.0])
+            kp = torch.where(flip[:, None, None, None], kp_f, kp)
+            target = torch.where(flip[:, None, None, None], tg_f, target)
+        return {"keypoints": kp, "target": target}
+
+    def clip_arrays(self, i: int) -> dict[str, torch.Tensor]:
+        """Clip ``i``: ``keypoints (T, J, 2)`` normalised, ``target (T, J, 3)``, ``valid (T,)``."""
+        c = self.clips[i]
+        sl = slice(c.start, c.start + c.length)
+        kp = normalize_screen(self.pixels[sl], self.width, self.height)
+        return {"keypoints": kp, "target": self.targets[sl], "valid": self.valid[sl]}
+
+    def clip_groups(self) -> list[list[int]]:
+        """Clip indices grouped by (name, length): the cameras of one sequence, which can be
+        predicted as one batch."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, c in enumerate(self.clips):
+            groups.setdefault((c.name, c.length), []).append(i)
+        return list(groups.values())

@@ -1,0 +1,192 @@
+"""Pinhole cameras as pure tensor functions: world -> camera coordinates, projection to pixels,
+screen normalisation (VideoPose3D convention), look-at extrinsics and seeded virtual cameras.
+
+Conventions (OpenCV): camera ``x`` right, ``y`` down, ``z`` forward; ``x_cam = R @ x_world + t``;
+intrinsics ``K = [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]`` in pixels. Everything is batched over
+leading dims and differentiable; randomness only through an explicit ``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ._checks import check_last_dims, check_tensor
+
+__all__ = [
+    "H36M_FOCAL",
+    "camera_to_world",
+    "image_coordinates",
+    "intrinsic_matrix",
+    "look_at",
+    "normalize_screen",
+    "project",
+    "virtual_cameras",
+    "world_to_camera",
+]
+
+H36M_FOCAL = 1145.0
+"""Focal length in pixels of the Human3.6M cameras (fx, fy = 1145.0, 1143.8 for camera
+54138969 in VideoPose3D's ``h36m_dataset.py``), for a 1000-pixel-wide image."""
+
+
+def intrinsic_matrix(
+    focal: float | torch.Tensor,
+    center: Sequence[float] | torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Pinhole intrinsics ``K (..., 3, 3)`` from a focal length (scalar, ``(...,)`` or
+    ``(..., 2)`` for ``fx, fy``) and a principal point ``(..., 2)``, both in pixels.
+
+    Example:
+        >>> intrinsic_matrix(1000.0, (500.0, 500.0))[0]
+        tensor([1000.,    0.,  500.])
+    """
+    f = torch.as_tensor(focal, dtype=dtype, device=device)
+    c = torch.as_tensor(center, dtype=dtype, device=device)
+    if c.shape[-1:] != (2,):
+        raise ValueError(f"center must have shape (..., 2), got {tuple(c.shape)}")
+    if f.dim() == 0 or f.shape[-1] != 2:
+        f = f.unsqueeze(-1).expand(*f.shape, 2)
+    lead = torch.broadcast_shapes(f.shape[:-1], c.shape[:-1])
+    f, c = f.expand(*lead, 2), c.expand(*lead, 2)
+    zero, one = torch.zeros_like(f[..., 0]), torch.ones_like(f[..., 0])
+    rows = [
+        torch.stack([f[..., 0], zero, c[..., 0]], -1),
+        torch.stack([zero, f[..., 1], c[..., 1]], -1),
+        torch.stack([zero, zero, one], -1),
+    ]
+    return torch.stack(rows, -2)
+
+
+def world_to_camera(points: torch.Tensor, R: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``x_cam = R @ x + t`` for points ``(..., N, 3)``, ``R (..., 3, 3)``, ``t (..., 3)``.
+
+    The leading dims of ``R`` and ``t`` broadcast against those of ``points`` without ``N``:
+    for points ``(C, T, J, 3)`` of ``C`` cameras pass ``R (C, 1, 3, 3)`` and ``t (C, 1, 3)``.
+    """
+    check_tensor("points", points, 2)
+    check_last_dims("points", points, (3,), "xyz")
+    check_last_dims("R", R, (3, 3), "rotation matrix")
+    check_last_dims("t", t, (3,), "translation")
+    return points @ R.transpose(-1, -2) + t.unsqueeze(-2)
+
+
+def camera_to_world(points: torch.Tensor, R: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`world_to_camera`: ``x = R^T (x_cam - t)``."""
+    check_tensor("points", points, 2)
+    check_last_dims("points", points, (3,), "xyz")
+    return (points - t.unsqueeze(-2)) @ R
+
+
+def project(points: torch.Tensor, K: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Pinhole projection of camera-coordinate points ``(..., N, 3)`` to pixels ``(..., N, 2)``.
+
+    ``K (..., 3, 3)`` broadcasts like ``R`` in :func:`world_to_camera`.
+
+    Depths are clamped to at least ``eps`` (points behind the camera give meaningless but finite
+    pixels). No lens distortion.
+
+    Example:
+        >>> K = intrinsic_matrix(100.0, (50.0, 40.0))
+        >>> project(torch.tensor([[0.1, -0.2, 2.0]]), K)
+        tensor([[55., 30.]])
+    """
+    check_tensor("points", points, 2)
+    check_last_dims("points", points, (3,), "xyz")
+    check_last_dims("K", K, (3, 3), "intrinsic matrix")
+    uvw = points @ K.transpose(-1, -2)
+    return uvw[..., :2] / uvw[..., 2:].clamp_min(eps)
+
+
+def normalize_screen(pixels: torch.Tensor, width: float, height: float) -> torch.Tensor:
+    """VideoPose3D's screen normalisation: ``x / w * 2 - [1, h / w]`` (x spans [-1, 1], the
+    aspect ratio is kept)."""
+    check_tensor("pixels", pixels, 1)
+    check_last_dims("pixels", pixels, (2,), "uv pixels")
+    shift = pixels.new_tensor([1.0, height / width])
+    return pixels / width * 2 - shift
+
+
+def image_coordinates(normalized: torch.Tensor, width: float, height: float) -> torch.Tensor:
+    """Inverse of :func:`normalize_screen`."""
+    check_last_dims("normalized", normalized, (2,), "normalised uv")
+    shift = normalized.new_tensor([1.0, height / width])
+    return (normalized + shift) * width / 2
+
+
+def look_at(
+    eye: torch.Tensor, target: torch.Tensor, up: Sequence[float] = (0.0, 1.0, 0.0)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Extrinsics of a camera at ``eye (..., 3)`` looking at ``target (..., 3)`` with world ``up``.
+
+    Returns ``R (..., 3, 3)`` (rows: camera x right, y down, z forward in world coordinates) and
+    ``t (..., 3)`` with ``x_cam = R @ x + t``. Undefined when looking straight along ``up``.
+    """
+    check_last_dims("eye", eye, (3,), "xyz")
+    check_last_dims("target", target, (3,), "xyz")
+    eye, target = torch.broadcast_tensors(eye, target)
+    up_t = eye.new_tensor(up).expand_as(eye)
+    z = torch.nn.functional.normalize(target - eye, dim=-1)
+    x = torch.nn.functional.normalize(torch.linalg.cross(z, up_t, dim=-1), dim=-1)
+    y = torch.linalg.cross(z, x, dim=-1)
+    R = torch.stack([x, y, z], -2)
+    t = -(R @ eye.unsqueeze(-1)).squeeze(-1)
+    return R, t
+
+
+def virtual_cameras(
+    n: int,
+    generator: torch.Generator,
+    target: torch.Tensor,
+    azimuth: tuple[float, float] = (-math.pi, math.pi),
+    elevation: tuple[float, float] = (math.radians(-10.0), math.radians(30.0)),
+    distance: tuple[float, float] = (3.0, 6.0),
+    up_axis: int = 1,
+) -> dict[str, torch.Tensor]:
+    """``n`` cameras placed uniformly at random around ``target`` and looking at it.
+
+    Azimuth is measured about the world ``up_axis``, elevation upwards from the horizontal plane
+    (positive: camera above the target, looking down), distance from the target (radians, metres).
+
+    Args:
+        n: number of cameras.
+        generator: the only source of randomness (CPU generator).
+        target: ``(3,)`` world point the cameras look at.
+
+    Returns:
+        dict with ``R (n, 3, 3)``, ``t (n, 3)``, ``eye (n, 3)``, ``azimuth``, ``elevation``,
+        ``distance`` (each ``(n,)``), in ``target``'s dtype and device.
+    """
+    check_tensor("target", target)
+    check_last_dims("target", target, (3,), "xyz")
+    if up_axis not in (1, 2):
+        raise ValueError(f"up_axis must be 1 (Y up) or 2 (Z up), got {up_axis}")
+    for name, (lo, hi) in (("azimuth", azimuth), ("elevation", elevation), ("distance", distance)):
+        if not lo <= hi:
+            raise ValueError(f"{name} range must be (low, high) with low <= high, got {(lo, hi)}")
+    if not -math.pi / 2 < elevation[0] <= elevation[1] < math.pi / 2:
+        raise ValueError(f"elevation must lie strictly inside (-pi/2, pi/2), got {elevation}")
+    if distance[0] <= 0:
+        raise ValueError(f"distance must be positive, got {distance}")
+    u = torch.rand(n, 3, generator=generator, dtype=torch.float64)
+    az = azimuth[0] + u[:, 0] * (azimuth[1] - azimuth[0])
+    el = elevation[0] + u[:, 1] * (elevation[1] - elevation[0])
+    d = distance[0] + u[:, 2] * (distance[1] - distance[0])
+    horiz_a = d * el.cos() * az.sin()
+    horiz_b = d * el.cos() * az.cos()
+    vert = d * el.sin()
+    if up_axis == 1:  # Y up: ground plane is X-Z
+        offset = torch.stack([horiz_a, vert, horiz_b], -1)
+        up = (0.0, 1.0, 0.0)
+    else:  # Z up: ground plane is X-Y
+        offset = torch.stack([horiz_a, horiz_b, vert], -1)
+        up = (0.0, 0.0, 1.0)
+    tgt = target.detach().to(torch.float64).cpu()
+    eye = tgt + offset
+    R, t = look_at(eye, tgt.expand_as(eye), up)
+    out = {"R": R, "t": t, "eye": eye, "azimuth": az, "elevation": el, "distance": d}
+    return {k: v.to(dtype=target.dtype, device=target.device) for k, v in out.items()}

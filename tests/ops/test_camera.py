@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tensorpose import skeletons
+from tensorpose.ops import camera
+from tensorpose.ops.kinematics import flip
+
+SK = skeletons.get("h36m17")
+
+
+def test_project_matches_hand_computed_pinhole():
+    K = camera.intrinsic_matrix((1000.0, 900.0), (320.0, 240.0), dtype=torch.float64)
+    pts = torch.tensor([[0.5, -0.25, 2.0], [0.0, 0.0, 4.0], [-1.0, 1.0, 5.0]], dtype=torch.float64)
+    want = [
+        [1000 * 0.5 / 2 + 320, 900 * -0.25 / 2 + 240],
+        [320.0, 240.0],
+        [1000 * -1 / 5 + 320, 900 * 1 / 5 + 240],
+    ]
+    np.testing.assert_allclose(camera.project(pts, K).numpy(), want, rtol=1e-12)
+
+
+def test_project_batched_intrinsics_broadcast():
+    K = torch.stack([camera.intrinsic_matrix(f, (50.0, 50.0)) for f in (100.0, 200.0)])
+    pts = torch.tensor([0.1, 0.2, 1.0]).expand(2, 4, 3)  # (C, N, 3)
+    uv = camera.project(pts, K)
+    assert uv.shape == (2, 4, 2)
+    np.testing.assert_allclose(uv[:, 0].numpy(), [[60.0, 70.0], [70.0, 90.0]], rtol=1e-6)
+
+
+def test_normalize_screen_formula_and_inverse():
+    px = torch.tensor([[0.0, 0.0], [1000.0, 1002.0], [500.0, 501.0]], dtype=torch.float64)
+    w, h = 1000, 1002
+    want = px.numpy() / w * 2 - np.array([1.0, h / w])
+    got = camera.normalize_screen(px, w, h)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(got[2].numpy(), [0.0, 0.0], atol=1e-12)  # image centre -> 0
+    np.testing.assert_allclose(camera.image_coordinates(got, w, h).numpy(), px.numpy())
+
+
+def test_look_at_geometry():
+    eye = torch.tensor([3.0, 2.0, -4.0], dtype=torch.float64)
+    target = torch.tensor([0.5, 1.0, 0.5], dtype=torch.float64)
+    R, t = camera.look_at(eye, target)
+    np.testing.assert_allclose((R @ R.T).numpy(), np.eye(3), atol=1e-12)
+    assert float(torch.linalg.det(R)) == pytest.approx(1.0)
+    tc = camera.world_to_camera(target[None], R, t)[0]
+    np.testing.assert_allclose(tc[:2].numpy(), [0.0, 0.0], atol=1e-12)  # on the optical axis
+    assert float(tc[2]) == pytest.approx(float(torch.linalg.vector_norm(target - eye)))
+    # World up (+Y) appears as image up (-y); camera centre maps to the origin.
+    up = camera.world_to_camera((target + torch.tensor([0.0, 1.0, 0.0]).double())[None], R, t)
+    assert float(up[0, 1]) < 0
+    np.testing.assert_allclose(camera.world_to_camera(eye[None], R, t).numpy(), 0, atol=1e-12)
+    pts = torch.randn(5, 3, dtype=torch.float64)
+    back = camera.camera_to_world(camera.world_to_camera(pts, R, t), R, t)
+    np.testing.assert_allclose(back.numpy(), pts.numpy(), atol=1e-12)
+
+
+def test_virtual_cameras_seeded_and_in_range():
+    target = torch.tensor([0.3, 0.9, -0.5], dtype=torch.float64)
+    a = camera.virtual_cameras(200, torch.Generator().manual_seed(7), target)
+    b = camera.virtual_cameras(200, torch.Generator().manual_seed(7), target)
+    c = camera.virtual_cameras(200, torch.Generator().manual_seed(8), target)
+    for k in a:
+        assert torch.equal(a[k], b[k])
+    assert not torch.equal(a["R"], c["R"])
+    off = a["eye"] - target
+    dist = torch.linalg.vector_norm(off, dim=-1)
+    elev = torch.rad2deg(torch.asin(off[:, 1] / dist))
+    assert float(dist.min()) >= 3.0 and float(dist.max()) <= 6.0
+    assert float(elev.min()) >= -10.0 - 1e-9 and float(elev.max()) <= 30.0 + 1e-9
+    np.testing.assert_allclose(dist.numpy(), a["distance"].numpy(), rtol=1e-12)
+    az = torch.atan2(off[:, 0], off[:, 2])
+    assert float(az.max() - az.min()) > 1.8 * math.pi  # all round
+    # Every camera looks at the target.
+    tc = camera.world_to_camera(target.expand(200, 1, 3), a["R"], a["t"])[:, 0]
+    np.testing.assert_allclose(tc[:, :2].numpy(), 0, atol=1e-9)
+
+
+def test_virtual_cameras_bad_ranges():
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="distance"):
+        camera.virtual_cameras(1, g, torch.zeros(3), distance=(-1.0, 2.0))
+    with pytest.raises(ValueError, match="elevation"):
+        camera.virtual_cameras(1, g, torch.zeros(3), elevation=(0.0, 2.0))
+
+
+def test_flip_of_normalised_projection_is_projection_of_mirrored_pose():
+    """With the principal point at the image centre, negating normalised x and swapping joints
+    equals projecting the mirrored (X -> -X, joints swapped) camera-space pose."""
+    w, h = 1000, 800
+    K = camera.intrinsic_matrix(1145.0, (w / 2, h / 2), dtype=torch.float64)
+    pose = torch.randn(4, 17, 3, dtype=torch.float64) * 0.3 + torch.tensor([0.2, 0.1, 4.0])
+    kp = camera.normalize_screen(camera.project(pose, K), w, h)
+    kp_flipped = flip(kp, SK, axis=0)
+    mirrored = flip(pose, SK, axis=0)
+    kp_of_mirror = camera.normalize_screen(camera.project(mirrored, K), w, h)
+    np.testing.assert_allclose(kp_flipped.numpy(), kp_of_mirror.numpy(), atol=1e-12)
+
+
+def test_gradcheck():
+    K = camera.intrinsic_matrix(500.0, (100.0, 80.0), dtype=torch.float64)
+    R, t = camera.look_at(torch.tensor([1.0, 1.0, -3.0]).double(), torch.zeros(3).double())
+    pts = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+
+    def f(p):
+        return camera.normalize_screen(camera.project(camera.world_to_camera(p, R, t), K), 200, 160)
+
+    assert torch.autograd.gradcheck(f, (pts,))
+
+
+def test_bad_shapes():
+    with pytest.raises(ValueError, match="points"):
+        camera.project(torch.zeros(4, 2), torch.eye(3))
+    with pytest.raises(ValueError, match="K"):
+        camera.project(torch.zeros(4, 3), torch.eye(2))
+    with pytest.raises(ValueError, match="pixels"):
+        camera.normalize_screen(torch.zeros(4, 3), 10, 10)

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tensorpose.config import (
+    Config,
+    ConfigError,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    save_config,
+)
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def test_recipes_are_the_defaults():
+    """``tensorpose demo`` runs the defaults: they must be the lift_cmu recipe, and the direct
+    recipe must differ only in the head (same data and epochs)."""
+    kin = load_config(CONFIGS / "lift_cmu.yaml")
+    direct = load_config(CONFIGS / "lift_cmu_direct.yaml")
+    default = Config()
+    default.train.name = "lift_cmu"
+    assert kin == default
+    a, b = config_to_dict(kin), config_to_dict(direct)
+    assert b["model"].pop("head") == "direct" and a["model"].pop("head") == "kinematic"
+    assert b["train"].pop("name") == "lift_cmu_direct"
+    a["train"].pop("name")
+    assert a == b
+
+
+def test_overrides_are_typed():
+    cfg = load_config(
+        None,
+        [
+            "train.epochs=3",
+            "train.lr=2e-4",
+            "model.head=direct",
+            "data.train=[131_01, 131_03]",
+            "data.elevation_deg=[0, 10]",
+            "data.flip=0",
+        ],
+    )
+    assert cfg.train.epochs == 3 and cfg.train.lr == pytest.approx(2e-4)
+    assert cfg.model.head == "direct"
+    assert cfg.data.train == ["131_01", "131_03"]  # names stay strings (no YAML 13101)
+    assert cfg.data.elevation_deg == [0.0, 10.0] and cfg.data.flip == 0.0
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.epoch=3", "unknown config key 'train.epoch'; did you mean 'epochs'"),
+        ("trian.epochs=3", "unknown config key 'trian'"),
+        ("train.epochs=three", "train.epochs expects int, got str 'three'"),
+        ("train.epochs=2.5", "train.epochs expects int, got float"),
+        ("train.lr=fast", "train.lr expects float"),
+        ("model.head=skeletal", "model.head must be one of kinematic, direct"),
+        ("model.receptive_field=28", "receptive_field must be one of 1, 3, 9, 27, 81, 243"),
+        ("data.flip=1.5", "data.flip must be a probability"),
+        ("train=3", "train is a section"),
+        ("train.epochs", "must look like section.key=value"),
+        ("data.elevation_deg=[30, -10]", "low <= high"),
+    ],
+)
+def test_bad_overrides_are_clear_errors(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(None, [override])
+
+
+def test_yaml_errors_name_the_file_and_key(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("model:\n  head: kinematic\n  chanels: 64\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: unknown config key 'model.chanels'"):
+        load_config(p)
+    p.write_text("data:\n  train: [131_01]\n")
+    with pytest.raises(ConfigError, match=r"data.train\[0\] expects str, got int 13101.*quote"):
+        load_config(p)
+    with pytest.raises(FileNotFoundError):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_round_trip(tmp_path):
+    cfg = load_config(None, ["model.channels=64", "data.val=[131_02]"])
+    save_config(cfg, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == cfg
+    assert config_from_dict(config_to_dict(cfg)) == cfg
