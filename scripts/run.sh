@@ -11,7 +11,7 @@ VENV=${TENSORPOSE_VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
 case "$job" in
     demo)
-        python benchmarks/kinematics.py "$@"
+        tensorpose demo "$@"
         ;;
     test)
         ruff check .

@@ -338,7 +338,7 @@ def plot_skeletons_3d(
                     cap = f"{labels[f]}\n{cap}"
                 ax.set_title(cap, fontsize=8)
     if title:
-        fig.suptitle(title + "   (left limbs blue, right limbs red)", fontsize=10)
+        fig.suptitle(title + "   (left limbs green, right limbs orange)", fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=90)
