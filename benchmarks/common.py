@@ -24,21 +24,42 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timeit(
+def times(
     fn: Callable[[], object], device: torch.device, warmup: int = 3, repeats: int = 20
-) -> float:
-    """Median seconds of one call of ``fn`` (synchronised before and after each timed call)."""
+) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` untimed calls
+    (synchronised before and after each timed call)."""
     for _ in range(warmup):
         fn()
     sync(device)
-    times = []
+    out = []
     for _ in range(repeats):
         sync(device)
         t0 = time.perf_counter()
         fn()
         sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def timeit(
+    fn: Callable[[], object], device: torch.device, warmup: int = 3, repeats: int = 20
+) -> float:
+    """Median seconds of one call of ``fn``."""
+    return statistics.median(times(fn, device, warmup, repeats))
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU model from /proc/cpuinfo where there is one."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def device_info(device: torch.device) -> dict:
@@ -48,10 +69,8 @@ def device_info(device: torch.device) -> dict:
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
+        "device_name": device_name(device),
     }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
     return info
 
 

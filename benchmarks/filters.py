@@ -24,7 +24,6 @@ import math
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import device_name, times
 from tensorpose.ops.filters import kalman_filter, kalman_smoother, one_euro_filter
 
 Q, R, IV = 0.5, 9.0, 1000.0  # process noise, measurement noise, initial variance (px units)
@@ -39,23 +39,14 @@ FPS, MIN_CUTOFF, BETA, D_CUTOFF = 30.0, 1.0, 0.01, 1.0
 
 
 def _timeit(fn, warmup: int, repeats: int, cuda: bool) -> tuple[float, object]:
-    """Median wall time of ``fn()`` over ``repeats`` runs after ``warmup`` runs, and the last
-    result."""
-    out = None
-    for _ in range(warmup):
-        out = fn()
-    if cuda:
-        torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    """Median wall time of ``fn()`` and the result of its last call."""
+    last = []
+
+    def call():
+        last[:] = [fn()]
+
+    device = torch.device("cuda" if cuda else "cpu")
+    return statistics.median(times(call, device, warmup, repeats)), last[0]
 
 
 def make_tracks(tracks: int, joints: int, frames: int, missing: float, seed: int = 0):
@@ -128,18 +119,6 @@ def one_euro_signals(signals: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- main
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu")

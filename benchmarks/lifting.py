@@ -17,13 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import time
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import device_name, times
 from tensorpose.config import load_config
 from tensorpose.data.mocap import LiftingSet
 from tensorpose.ops.camera import normalize_screen
@@ -31,24 +33,6 @@ from tensorpose.tasks import LiftingTask
 from tensorpose.train.trainer import build_data, build_model, resolve_device
 
 ROOT = Path(__file__).resolve().parent
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn, device: torch.device, repeats: int, warmup: int = 3) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeats):
-        sync(device)
-        t = time.perf_counter()
-        fn()
-        sync(device)
-        out.append(time.perf_counter() - t)
-    return out
 
 
 def naive_batch(data: LiftingSet, frames: torch.Tensor, rf: int, flip: torch.Tensor) -> dict:
@@ -69,16 +53,6 @@ def naive_batch(data: LiftingSet, frames: torch.Tensor, rf: int, flip: torch.Ten
         kps.append(kp)
         tgs.append(tg)
     return {"keypoints": torch.stack(kps), "target": torch.stack(tgs)}
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -134,11 +108,11 @@ def main() -> None:
     runs: dict[str, list[float]] = {"data": [], "compute": [], "step": [], "naive_data": []}
     fns = {"data": data_step, "compute": compute_step, "step": full_step, "naive_data": naive_step}
     for fn in fns.values():
-        timed(fn, device, 0, warmup=2)
+        times(fn, device, warmup=2, repeats=0)
     for i in range(reps):
         for name, fn in fns.items():
             if name != "naive_data" or i % 4 == 0:
-                runs[name] += timed(fn, device, 1, warmup=0)
+                runs[name] += times(fn, device, warmup=0, repeats=1)
     med = {k: statistics.median(v) for k, v in runs.items()}
     best = {k: min(v) for k, v in runs.items()}
     t_data, t_compute, t_full, t_naive = (med[k] for k in ("data", "compute", "step", "naive_data"))
@@ -165,9 +139,7 @@ def main() -> None:
     result = {
         "benchmark": "lifting",
         "device": device.type,
-        "device_name": (
-            torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
-        ),
+        "device_name": device_name(device),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "batch_size": B,
