@@ -213,9 +213,7 @@ def _train_config(args: argparse.Namespace):
         if not stored.is_file():
             raise FileNotFoundError(f"--resume {args.resume}: no config.yaml in that run folder")
         config = config or stored
-    if config is None:
-        raise ValueError("train needs a CONFIG file (or --resume RUN_DIR)")
-    return load_config(config, overrides)
+    return load_config(config, overrides)  # no file: the defaults (the lifting recipe)
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
@@ -433,8 +434,10 @@ class TopDownTask(Task):
         mean = torch.tensor(d.mean, device=dev).view(1, 3, 1, 1) * 255
         std = torch.tensor(d.std, device=dev).view(1, 3, 1, 1) * 255
         x = (batch["images"].float() - mean) / std
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
+        # CPU crops arrive as a (B, H, W, 3) permute: pick the layout explicitly (a conv
+        # backward on that stride pattern crashed torch 2.13's CPU build for some batch sizes)
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        x = x.contiguous(memory_format=fmt)
         batch["x"] = x
         return self.targets(batch)
 
@@ -532,8 +535,16 @@ class TopDownTask(Task):
         from .viz import augment_grid
 
         ds = self.train_set.dataset
-        n = min(4, len(ds))
-        people = [round(i * (len(ds) - 1) / max(n - 1, 1)) for i in range(n)]
+        people = []
+        for i in np.linspace(0, len(ds) - 1, 8).round().astype(int).tolist():
+            try:  # people whose image loads (a bad one is reported by the training loop)
+                if "error" not in ds[i]:
+                    people.append(i)
+            except (OSError, ValueError):
+                pass
+        people = sorted(set(people))[:4]
+        if not people:
+            return []
         grid = augment_grid(ds, self.skeleton, self.augment_config(), people, 5,
                             self.cfg.train.seed, "cpu", links=self.coco.links)  # fmt: skip
         path = Path(run_dir) / "augment.png"
@@ -553,7 +564,15 @@ class DeepPoseTask(TopDownTask):
     def step_outputs(self, model: nn.Module, batch: dict) -> dict:
         out = model(batch["x"])
         fn = losses.masked_mse_explicit if self.cfg.model.explicit_backward else losses.masked_mse
-        return {"loss": fn(out.float(), batch["y"], batch["visibility"]), "raw": out}
+        loss = fn(out.float(), batch["y"], batch["visibility"])
+        if model.training and dist.is_initialized() and dist.get_world_size() > 1:
+            # normalise by the visible joints of the GLOBAL batch (DDP averages gradients over
+            # ranks): one all-reduce of a count on the device, no host sync
+            local = (batch["visibility"] > 0).sum().to(loss.dtype)
+            total = local.clone()
+            dist.all_reduce(total)
+            loss = loss * local.clamp_min(1) * dist.get_world_size() / total.clamp_min(1)
+        return {"loss": loss, "raw": out}
 
     def decode_train(self, raw: torch.Tensor) -> torch.Tensor:
         from .models.deeppose import denormalize_coords

@@ -261,7 +261,7 @@ def train(
             path, unwrap(task.model), config_to_dict(cfg), task.extra(),
             epoch=epoch, step=step, optimizer=opt.state_dict(), scheduler=sched.state_dict(),
             scaler=scaler.state_dict() if scaler.is_enabled() else None,
-            rng=rng_state(task.generator), history=history, best=best,
+            rng=rng_state(task.generator), history=history, best=best, first_loss=first_loss,
         )  # fmt: skip
 
     prof = StepProfiler(device)
@@ -269,6 +269,7 @@ def train(
     if tracer is not None:
         tracer.start()
     stopped, val, t_train = None, {}, 0.0
+    first_loss = payload.get("first_loss") if payload is not None else None
     epoch = start_epoch
     for epoch in range(start_epoch, tc.epochs):
         if tc.max_steps and step >= tc.max_steps:
@@ -323,7 +324,7 @@ def train(
                 if k != "pred" and torch.is_tensor(v) and v.dim() == 0:
                     sums.setdefault(k, RunningMean()).update(v, n)
             last = i + 1 == steps_per_epoch or (tc.max_steps and step >= tc.max_steps)
-            if step % tc.log_every == 0 or last:  # the only host reads of the step
+            if step % tc.log_every == 0 or last or step == 1:  # the only host reads
                 prof.flush()
                 (loss,) = _reduce_mean([interval_loss.compute()], world, device)
                 now = time.perf_counter()
@@ -336,6 +337,8 @@ def train(
                     lr = opt.param_groups[0]["lr"]
                     log.step({"step": step, "epoch": epoch + 1, "loss": loss, "lr": lr,
                               "samples_per_s": rate})  # fmt: skip
+                if step == 1:
+                    first_loss = loss
                 if not math.isfinite(loss):
                     stopped = f"loss is {loss} at epoch {epoch + 1}, step {step}"
                     break
@@ -387,6 +390,8 @@ def train(
         "device": str(device),
         "stopped": stopped,
         "best": best,
+        "first_loss": first_loss,
+        "loss_drop": first_loss / history[-1]["train_loss"] if history and first_loss else None,
         "final": history[-1] if history else {},
         "profile": breakdown,
         "frozen": frozen,
