@@ -361,13 +361,22 @@ class CpuAugment:
         self.cfg = cfg
         self.skeleton = skeleton
         self.seed = int(seed)
+        self.epoch = 0
+        self._calls = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the next calls from ``(seed, epoch, worker id, call count)``: call it before each
+        epoch's iterator starts (workers copy this object then), so every epoch augments
+        differently and a run resumed at an epoch boundary replays the same crops."""
+        self.epoch = int(epoch)
         self._calls = 0
 
     def _generator(self) -> torch.Generator:
         info = torch.utils.data.get_worker_info()
         wid = info.id if info is not None else -1
         self._calls += 1
-        mix = (self.seed * 1_000_003 + (wid + 1) * 7_919 + self._calls * 104_729) % (2**63 - 1)
+        mix = self.seed * 1_000_003 + (wid + 1) * 7_919 + self._calls * 104_729
+        mix = (mix + self.epoch * 15_485_863) % (2**63 - 1)
         return torch.Generator().manual_seed(mix)
 
     def __call__(self, samples: Sequence[dict]) -> dict:

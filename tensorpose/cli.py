@@ -189,15 +189,48 @@ def _print_metrics(m: dict, header: str) -> None:
             print(f"  {label:<28s} {m[key]:10.4g} {unit}")
 
 
-def _train(args: argparse.Namespace) -> int:
+def _print_2d(m: dict, header: str) -> None:
+    print(header)
+    print(f"  {m['people']} people, plain crops")
+    rows = (("pck", "PCK@0.2 (box)"), ("pck50", "PCK@0.5 (box)"), ("auc", "AUC (PCK 0..0.5)"),
+            ("epe_px", "EPE (px)"), ("oks", "mean OKS"), ("AP", "COCO AP"), ("AP50", "COCO AP50"),
+            ("AR", "COCO AR"))  # fmt: skip
+    for key, label in rows:
+        if key in m:
+            print(f"  {label:<28s} {m[key]:10.4g}")
+    if "AP" not in m:
+        print("  COCO AP: install pycocotools (the coco extra) to compute it")
+
+
+def _train_config(args: argparse.Namespace):
     from .config import load_config
+
+    config, overrides = args.config, list(args.overrides)
+    if config and "=" in config:  # no config file, only overrides
+        config, overrides = None, [config, *overrides]
+    if args.resume:
+        stored = Path(args.resume) / "config.yaml"
+        if not stored.is_file():
+            raise FileNotFoundError(f"--resume {args.resume}: no config.yaml in that run folder")
+        config = config or stored
+    return load_config(config, overrides)  # no file: the defaults (the lifting recipe)
+
+
+def _train(args: argparse.Namespace) -> int:
     from .train.trainer import evaluate_checkpoint, train
 
-    cfg = load_config(args.config, args.overrides)
-    result = train(cfg, progress=not args.quiet)
+    cfg = _train_config(args)
+    result = train(cfg, args.resume, progress=not args.quiet, resume=bool(args.resume),
+                   profile=args.profile)  # fmt: skip
+    if result["world_size"] > 1 and int(__import__("os").environ.get("RANK", "0")) != 0:
+        return 0
     m = evaluate_checkpoint(result["checkpoint"], device=cfg.train.device)
-    (result["run_dir"] / "metrics.json").write_text(json.dumps(_metrics_json(m), indent=1))
-    _print_metrics(m, f"held-out evaluation of {result['checkpoint']}")
+    if cfg.task == "lift":
+        (result["run_dir"] / "metrics.json").write_text(json.dumps(_metrics_json(m), indent=1))
+        _print_metrics(m, f"held-out evaluation of {result['checkpoint']}")
+    else:
+        (result["run_dir"] / "metrics.json").write_text(json.dumps(m, indent=1))
+        _print_2d(m, f"evaluation of {result['checkpoint']}")
     print(f"run folder: {result['run_dir']}  ({result['seconds']:.0f} s)")
     return 0
 
@@ -209,11 +242,32 @@ def _eval(args: argparse.Namespace) -> int:
     model_config = None
     if args.config:
         model_config = config_to_dict(load_config(args.config))["model"]
-    m = evaluate_checkpoint(args.checkpoint, args.bvh, args.mapping, model_config, args.device)
+    m = evaluate_checkpoint(args.checkpoint, args.bvh, args.mapping, model_config, args.device,
+                            annotations=args.coco)  # fmt: skip
+    if "task" in m:  # 2D
+        if args.json:
+            print(json.dumps(m))
+        else:
+            _print_2d(m, f"evaluation of {args.checkpoint}")
+        return 0
     if args.json:
         print(json.dumps(_metrics_json(m)))
     else:
         _print_metrics(m, f"evaluation of {args.checkpoint}")
+    return 0
+
+
+def _profile_data(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .train.trainer import profile_data
+
+    cfg = load_config(args.config, args.overrides)
+    rows = profile_data(cfg, args.workers, args.batches)
+    print(f"input pipeline of {args.config} ({cfg.task}), {args.batches} batches of "
+          f"{cfg.train.batch_size}:")  # fmt: skip
+    for r in rows:
+        print(f"  workers {r['workers']:2d}: {r['samples_per_s']:9.1f} samples/s, "
+              f"{r['per_worker']:9.1f} per worker")  # fmt: skip
     return 0
 
 
@@ -316,16 +370,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("device", "cpu"), default="device")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_viz)
-    p = sub.add_parser("train", help="train a 3D lifter from a YAML recipe (configs/lift_cmu.yaml)")
-    p.add_argument("config", help="YAML config file")
+    p = sub.add_parser(
+        "train",
+        help="train any task from a YAML recipe (configs/lift_cmu.yaml, deeppose_coco.yaml, ...)",
+        description="Train a task. Under torchrun (torchrun --nproc_per_node N -m tensorpose "
+        "train ...) every process trains a shard of each global batch with DDP.",
+    )
+    p.add_argument("config", nargs="?", default=None, help="YAML config file")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. train.epochs=5")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its checkpoint.pt")  # fmt: skip
+    p.add_argument("--profile", action="store_true",
+                   help="write a torch.profiler Chrome trace (RUN_DIR/trace.json)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
 
-    p = sub.add_parser("eval", help="evaluate a lifter checkpoint on BVH files")
+    p = sub.add_parser("profile-data", help="time the input pipeline alone (samples/s per worker)")
+    p.add_argument("config", help="YAML config file")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--batches", type=int, default=10)
+    p.set_defaults(func=_profile_data)
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint (lifting: BVH files; 2D: COCO)")
     p.add_argument("checkpoint", help="checkpoint.pt written by train/demo")
     p.add_argument("--bvh", nargs="+", default=None, help="BVH files (default: held-out ones)")
     p.add_argument("--mapping", default=None, help="BVH joint mapping (default: detect)")
+    p.add_argument("--coco", default=None, help="2D: COCO keypoint JSON (default: the run's)")
     p.add_argument("--config", default=None, help="fail unless its model section matches")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -350,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"tensorpose {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        from .train.trainer import TrainingStopped
+
+        if not isinstance(e, TrainingStopped):
+            raise
+        print(f"tensorpose {args.command}: stopped: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
