@@ -165,6 +165,7 @@ def virtual_cameras(
     check_last_dims("target", target, (3,), "xyz")
     if up_axis not in (1, 2):
         raise ValueError(f"up_axis must be 1 (Y up) or 2 (Z up), got {up_axis}")
+    # Argument checks over the three scalar ranges (not a loop over data).
     for name, (lo, hi) in (("azimuth", azimuth), ("elevation", elevation), ("distance", distance)):
         if not lo <= hi:
             raise ValueError(f"{name} range must be (low, high) with low <= high, got {(lo, hi)}")
