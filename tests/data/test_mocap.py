@@ -154,32 +154,11 @@ def test_unknown_mapping_and_file_are_errors():
         mocap.resolve_bvh("no_such_file.bvh")
 
 
-RENAME_TO_MOTIONBUILDER = {
-    "LeftHip": "LeftUpLeg", "LeftKnee": "LeftLeg", "LeftAnkle": "LeftFoot",
-    "LeftToe": "LeftToeBase", "RightHip": "RightUpLeg", "RightKnee": "RightLeg",
-    "RightAnkle": "RightFoot", "RightToe": "RightToeBase", "lowerback": "LowerBack",
-    "Chest": "Spine", "Chest2": "Spine1", "lowerneck": "Neck", "Neck": "Neck1",
-    "LeftCollar": "LeftShoulder", "LeftShoulder": "LeftArm", "LeftElbow": "LeftForeArm",
-    "LeftWrist": "LeftHand", "RightCollar": "RightShoulder", "RightShoulder": "RightArm",
-    "RightElbow": "RightForeArm", "RightWrist": "RightHand",
-}  # fmt: skip
-
-
-def test_motionbuilder_names_map_like_3dsmax_names(tmp_path):
+def test_motionbuilder_names_map_like_3dsmax_names(motionbuilder_copy):
     """A bundled file with its joints renamed to the MotionBuilder-friendly CMU convention gives
     the same h36m17 positions through ``cmu_motionbuilder`` (and is detected as such)."""
     src = mocap.resolve_bvh("131_03")
-    lines = src.read_text().splitlines()
-    cut = lines.index("MOTION")
-    out = []
-    for line in lines[:cut]:
-        tok = line.split()
-        if len(tok) == 2 and tok[0] in ("ROOT", "JOINT") and tok[1] in RENAME_TO_MOTIONBUILDER:
-            line = line.replace(tok[1], RENAME_TO_MOTIONBUILDER[tok[1]])
-        out.append(line)
-    out += ["MOTION", "Frames: 40", lines[cut + 2], *lines[cut + 3 : cut + 43]]
-    renamed = tmp_path / "renamed.bvh"
-    renamed.write_text("\n".join(out) + "\n")
+    renamed = motionbuilder_copy(src, frames=40)
     a, _ = mocap.load_bvh_sequences([renamed], fps=120)  # detected mapping
     b, _ = mocap.load_bvh_sequences([renamed], mapping="cmu_motionbuilder", fps=120)
     ref = load_bvh(src).to_skeleton("cmu_3dsmax")[0][:40].float()

@@ -120,27 +120,9 @@ def test_h36m17_mapping_gives_a_plausible_human(path):
     torch.testing.assert_close(x[:, 0], x[:, [1, 4]].mean(1))
 
 
-MB_RENAME = {
-    "LeftHip": "LeftUpLeg", "LeftKnee": "LeftLeg", "LeftAnkle": "LeftFoot",
-    "LeftToe": "LeftToeBase", "RightHip": "RightUpLeg", "RightKnee": "RightLeg",
-    "RightAnkle": "RightFoot", "RightToe": "RightToeBase", "lowerback": "LowerBack",
-    "Chest": "Spine", "Chest2": "Spine1", "lowerneck": "Neck", "Neck": "Neck1",
-    "LeftCollar": "LeftShoulder", "LeftShoulder": "LeftArm", "LeftElbow": "LeftForeArm",
-    "LeftWrist": "LeftHand", "RightCollar": "RightShoulder", "RightShoulder": "RightArm",
-    "RightElbow": "RightForeArm", "RightWrist": "RightHand",
-}  # fmt: skip
-
-
-def test_motionbuilder_naming_maps_to_the_same_pose(tmp_path):
+def test_motionbuilder_naming_maps_to_the_same_pose(motionbuilder_copy):
     src = bundled_bvh()[0]
-    lines = []
-    for ln in src.read_text().splitlines():
-        toks = ln.split()
-        if toks[:1] in (["JOINT"], ["ROOT"]) and toks[1] in MB_RENAME:
-            ln = ln.replace(toks[1], MB_RENAME[toks[1]])
-        lines.append(ln)
-    renamed = tmp_path / "mb.bvh"
-    renamed.write_text("\n".join(lines) + "\n")
+    renamed = motionbuilder_copy(src)
     m = load_bvh(renamed)
     assert detect_mapping(m.joint_names + m.end_site_names) == "cmu_motionbuilder"
     a, _ = load_bvh(src).to_skeleton("cmu_3dsmax")
