@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from .augment import AugmentConfig
+
 __all__ = [
     "TASKS",
     "Config",
@@ -120,18 +122,19 @@ class ImageDataConfig:
     """Unreadable image: ``skip`` (dropped from its batch and logged) or ``raise`` (stop)."""
     mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
     std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
-    scale: float = 0.3
-    rotation: float = 30.0
-    rotation_prob: float = 0.6
-    shift: float = 0.0
-    flip_prob: float = 0.5
-    brightness: float = 0.2
-    contrast: float = 0.2
-    saturation: float = 0.2
-    hue: float = 0.02
-    noise: float = 5.0
-    noise_prob: float = 0.3
-    shadow_prob: float = 0.3
+    # Augmentation: the same names and defaults as tensorpose.augment.AugmentConfig.
+    scale: float = AugmentConfig.scale
+    rotation: float = AugmentConfig.rotation
+    rotation_prob: float = AugmentConfig.rotation_prob
+    shift: float = AugmentConfig.shift
+    flip_prob: float = AugmentConfig.flip_prob
+    brightness: float = AugmentConfig.brightness
+    contrast: float = AugmentConfig.contrast
+    saturation: float = AugmentConfig.saturation
+    hue: float = AugmentConfig.hue
+    noise: float = AugmentConfig.noise
+    noise_prob: float = AugmentConfig.noise_prob
+    shadow_prob: float = AugmentConfig.shadow_prob
 
 
 @dataclass

@@ -17,6 +17,7 @@ CenterNet (whole-image, multi-person) has its codecs, head and loss but no task 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -368,10 +369,8 @@ class TopDownTask(Task):
         d = self.cfg.data
         if plain:
             return AugmentConfig.identity(self.size)
-        return AugmentConfig(
-            self.size, d.scale, d.rotation, d.rotation_prob, d.shift, d.flip_prob, d.brightness,
-            d.contrast, d.saturation, d.hue, d.noise, d.noise_prob, d.shadow_prob,
-        )  # fmt: skip
+        names = {f.name for f in dataclasses.fields(AugmentConfig)} - {"output_size"}
+        return AugmentConfig(self.size, **{k: getattr(d, k) for k in names if hasattr(d, k)})
 
     def dataset(self, annotations: str):
         from .data.images import TopDownDataset
