@@ -453,10 +453,15 @@ class RestrictedUnpickler(pickle._Unpickler):
         return _NP_FROMBUFFER(buf, dtype, shape, order)
 
     def _scalar(self, dtype: Any, obj: Any = None) -> Any:
-        """``numpy._core.multiarray.scalar(dtype, raw bytes)`` for dtypes without objects."""
-        if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        """``numpy._core.multiarray.scalar(dtype, obj)``: raw bytes of one item, or for a
+        structured dtype with object fields a 0-d array of it (already checked by BUILD)."""
+        if not isinstance(dtype, np.dtype) or (dtype.hasobject and dtype.names is None):
             raise self._refuse(f"numpy scalar of {dtype!r}")
         self._seal(dtype)
+        if dtype.hasobject:
+            if type(obj) is not np.ndarray or obj.dtype != dtype or obj.shape != ():
+                raise self._refuse(f"numpy scalar of {dtype!r} from {type(obj).__name__}")
+            return _NP_SCALAR(dtype, obj)
         if type(obj) is str:
             obj = obj.encode("latin1")
         if type(obj) is not bytes or len(obj) != dtype.itemsize:
