@@ -9,16 +9,17 @@ reads it and a checkpoint cannot run code)::
      "epoch": completed epochs, "step": optimiser steps,
      "optimizer", "scheduler", "scaler": state dicts (or None),
      "rng": {"python", "numpy", "torch", "cuda", "sampler"}, "history": [...], "best": {...},
-     "checksum": {"algorithm": "sha256", "model": hex digest, "state": hex digest}}
+     "checksummed": True, "checksum": {"algorithm": "sha256", "model": hex, "state": hex}}
 
 Integrity: ``checksum["model"]`` is :func:`weights_checksum` of the state dict (names, dtypes,
-shapes and raw bytes), ``checksum["state"]`` the same kind of digest over every other entry.
-:func:`load_checkpoint` verifies both on every load, so a flipped byte in the weights, the
+shapes and raw bytes), ``checksum["state"]`` the same kind of digest over every other entry
+(``checksummed`` included, so a file that lost its ``checksum`` entry is caught as well).
+:func:`load_checkpoint` verifies both on every load: a flipped byte in the weights, the
 training state or the pickled values is a :class:`CheckpointError`, not silently different
 numbers. The digests detect corruption, not tampering: whoever can rewrite the file can rewrite
 them too (``weights_only`` loading is what keeps a hostile file from running code). Files
-without a ``checksum`` entry (weights-only format 1 files, and format 2 files written without
-checksums) still load, unverified.
+written without checksums (weights-only format 1 files, and format 2 files with neither
+``checksummed`` nor ``checksum``) still load, unverified.
 
 Validation: every entry :func:`load_checkpoint` finds is checked (types, RNG state sizes, the
 ``best`` record), and the entries the caller needs must be present (:data:`EVAL_KEYS` to
@@ -191,7 +192,7 @@ def _state_checksum(payload: Mapping[str, Any]) -> str:
     dict order)."""
     h = hashlib.sha256()
     for key, value in payload.items():
-        if key in ("model", "checksum"):
+        if key in ("model", "checksum"):  # "checksummed" is covered
             continue
         _feed(h, key, "checkpoint")
         _feed(h, value, str(key))
@@ -437,6 +438,7 @@ _CHECKS = {
     "best": _check_best,
     "first_loss": lambda k, v: _need(v is None or _is_real(v), k, "a number or None", v),
     "checksum": _check_checksum,
+    "checksummed": lambda k, v: _need(v is True, k, "True", v),
 }
 
 
@@ -487,11 +489,12 @@ def save_checkpoint(
             disk is full; other I/O errors as raised.
     """
     path = Path(path)
-    reserved = sorted({"format", "checksum"} & set(state))
+    reserved = sorted({"format", "checksum", "checksummed"} & set(state))
     if reserved:
         raise TypeError(f"save_checkpoint: {reserved[0]!r} is written by save_checkpoint itself")
     payload = {
         "format": FORMAT,
+        "checksummed": True,
         "model": clean_state_dict(model.state_dict()),
         "config": config,
         "extra": {} if extra is None else extra,
@@ -622,8 +625,8 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
     """Read a checkpoint with ``torch.load(weights_only=True)`` (no code execution), check its
     entries and verify its checksums.
 
-    Files without a ``checksum`` entry (weights-only format 1 files, format 2 files written
-    without checksums) load unverified; everything else must match its checksums.
+    Files written without checksums (weights-only format 1 files, format 2 files without
+    ``checksummed`` and ``checksum`` entries) load unverified; all others must match them.
 
     Args:
         path: the file.
@@ -641,7 +644,7 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
             an entry of the wrong type: one line naming the file (and the entry).
     """
     path = Path(path)
-    if isinstance(require, str):
+    if isinstance(require, str):  # ("model") is a string: a classic slip
         raise TypeError(f"load_checkpoint: require must be a tuple of entry names, got {require!r}")
     require = tuple(require)
     if not path.exists():
@@ -677,6 +680,10 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
 def _verify(payload: dict) -> None:
     stored = payload.get("checksum")
     if stored is None:
+        if "checksummed" in payload:
+            raise _Invalid(
+                None, "the checksum entry is missing from a checksummed file: the file is corrupt"
+            )
         return
     try:
         actual = weights_checksum(payload.get("model", {}))
@@ -702,7 +709,7 @@ def _reason(e: Exception) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     if lines and lines[0].startswith("Weights only load failed"):
         detail = next((ln for ln in lines[1:] if "GLOBAL" in ln or "Unsupported" in ln), "")
-        return f"refused: the pickle asks for more than plain data. {detail}".strip()
+        return f"refused by weights-only loading, no code was run: {detail}".rstrip(": ")
     first = lines[0] if lines else ""
     first = first if len(first) <= 200 else first[:200] + "..."
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
