@@ -38,7 +38,6 @@ from __future__ import annotations
 import errno
 import fnmatch
 import hashlib
-import io
 import os
 import random
 import re
@@ -468,9 +467,10 @@ def save_checkpoint(
     (``epoch``, ``step``, ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``history``,
     ``best``, ...) with their checksums (see the module notes), atomically.
 
-    The checkpoint is serialised in memory first; if the folder has less free space than its
-    size, nothing is written. Then a temporary file ``.NAME.XXXXXXXX.tmp`` in the same folder
-    is written, fsynced and moved over ``path`` with ``os.replace``. Whatever fails (a full
+    The checkpoint is first serialised to count its bytes (without holding them in memory); if
+    the folder has less free space than that, nothing is written. Then a temporary file
+    ``.NAME.XXXXXXXX.tmp`` in the same folder is written, fsynced and moved over ``path`` with
+    ``os.replace``. Whatever fails (a full
     disk, an I/O error, Ctrl-C) the previous file at ``path`` is left intact and the temporary
     file is removed; only a SIGKILL or power loss mid-write can leave one behind, which
     :func:`clean_temp_files` removes.
@@ -512,19 +512,18 @@ def save_checkpoint(
         }
     except TypeError as e:
         raise TypeError(f"save_checkpoint: {e}") from None
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    data = buffer.getbuffer()
+    size = _Sink()
+    torch.save(payload, size)  # serialised once to count the bytes (tensor data is not copied)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
-    if free < len(data):
-        raise _no_space(path, len(data), free)
+    if free < size.bytes:
+        raise _no_space(path, size.bytes, free)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         try:
-            _write_all(fd, data)
+            _Sink(fd).save(payload)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -533,16 +532,42 @@ def save_checkpoint(
         if tmp is not None:
             _remove_quietly(Path(tmp))
         if isinstance(e, OSError) and e.errno in _NO_SPACE:
-            raise _no_space(path, len(data), None) from None
+            raise _no_space(path, size.bytes, None) from None
         raise
     _fsync_dir(folder)
     return path
 
 
-def _write_all(fd: int, data: memoryview) -> None:
-    done = 0
-    while done < len(data):
-        done += os.write(fd, data[done:])
+class _Sink:
+    """A file for ``torch.save``: counts the bytes, and writes them to ``fd`` when given. An
+    error while writing (e.g. ENOSPC) is re-raised as itself, not as the zip writer's cryptic
+    RuntimeError."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        self.fd, self.bytes, self.error = fd, 0, None
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        try:
+            done = 0
+            while self.fd is not None and done < len(view):
+                done += os.write(self.fd, view[done:])
+        except BaseException as e:
+            self.error = e
+            raise
+        self.bytes += len(view)
+        return len(view)
+
+    def flush(self) -> None:
+        pass
+
+    def save(self, payload: dict) -> None:
+        try:
+            torch.save(payload, self)
+        except BaseException:
+            if self.error is not None:
+                raise self.error from None
+            raise
 
 
 def _remove_quietly(path: Path) -> None:
