@@ -360,7 +360,7 @@ def _check_rng(key: str, v: Any) -> None:
     where = f"{key}['python']"
     _need(isinstance(py, (list, tuple)) and len(py) == 3, where, "[version, state, gauss]", py)
     version = random.Random.VERSION
-    _need(py[0] == version and _is_int(py[0]), f"{where}[0]", f"version {version}", py[0])
+    _need(_is_int(py[0]) and py[0] == version, f"{where}[0]", f"version {version}", py[0])
     _word_tensor(f"{where}[1]", py[1], 625, torch.int64, 2**32)
     _need(
         int(py[1][-1]) <= 624, f"{where}[1]", "a state whose position is <= 624", py[1], ValueError
@@ -370,7 +370,7 @@ def _check_rng(key: str, v: Any) -> None:
     where = f"{key}['numpy']"
     _str_dict(where, n)
     for part, test, expected in (
-        ("bit_generator", lambda x: x == "MT19937", "'MT19937'"),
+        ("bit_generator", lambda x: isinstance(x, str) and x == "MT19937", "'MT19937'"),
         ("pos", lambda x: _is_int(x) and 0 <= x <= 624, "an int in [0, 624]"),
         ("has_gauss", lambda x: _is_int(x) and x in (0, 1), "0 or 1"),
         ("gauss", _is_real, "a float"),
@@ -400,7 +400,7 @@ def _check_best(key: str, v: Any) -> None:
         return
     for part, test, expected in (
         ("metric", lambda x: isinstance(x, str), "a string"),
-        ("mode", lambda x: x in ("min", "max"), "'min' or 'max'"),
+        ("mode", lambda x: isinstance(x, str) and x in ("min", "max"), "'min' or 'max'"),
         ("value", _is_real, "a number"),
         ("epoch", lambda x: _is_int(x) and x >= 0, "an int >= 0"),
     ):
@@ -416,7 +416,9 @@ def _check_history(key: str, v: Any) -> None:
 
 def _check_checksum(key: str, v: Any) -> None:
     _str_dict(key, v)
-    _need(v.get("algorithm") == "sha256", f"{key}['algorithm']", "'sha256'", v.get("algorithm"))
+    algorithm = v.get("algorithm")
+    _need(isinstance(algorithm, str) and algorithm == "sha256", f"{key}['algorithm']", "'sha256'",
+          algorithm)  # fmt: skip
     for part in ("model", "state"):
         d = v.get(part)
         _need(isinstance(d, str) and re.fullmatch(r"[0-9a-f]{64}", d) is not None,
@@ -470,14 +472,18 @@ def save_checkpoint(
     The checkpoint is first serialised to count its bytes (without holding them in memory); if
     the folder has less free space than that, nothing is written. Then a temporary file
     ``.NAME.XXXXXXXX.tmp`` in the same folder is written, fsynced and moved over ``path`` with
-    ``os.replace``. Whatever fails (a full
-    disk, an I/O error, Ctrl-C) the previous file at ``path`` is left intact and the temporary
-    file is removed; only a SIGKILL or power loss mid-write can leave one behind, which
-    :func:`clean_temp_files` removes.
+    ``os.replace``. Whatever fails (a full disk, an I/O error, Ctrl-C), the previous file at
+    ``path`` is left intact and the temporary file is removed; only a SIGKILL or a power loss
+    mid-write can leave one behind, which :func:`clean_temp_files` removes.
 
     Args:
-        best: the run's best record ``{"metric", "mode": "min"|"max", "value", "epoch"}`` (or
-            ``{}``); ``load_checkpoint(path)["best"]`` reads it back.
+        path: the checkpoint file (its folder is created).
+        model: any module; DDP / torch.compile wrappers are fine (prefixes are stripped).
+        config: the resolved config dict.
+        extra: task data kept next to the weights (tensors, numbers, strings, containers).
+        **state: training state; among it ``best``, the run's best record
+            ``{"metric", "mode": "min"|"max", "value", "epoch"}`` (or ``{}``), which
+            ``load_checkpoint(path)["best"]`` reads back (see the module notes).
 
     Returns:
         ``path``.
@@ -694,6 +700,8 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
         _verify(payload)
     except _Invalid as e:
         raise CheckpointError(f"{path}: {e}") from None
+    except Exception as e:  # a value no check foresaw: still one clear error
+        raise CheckpointError(f"{path}: entries cannot be checked ({_reason(e)})") from None
     if "model" in payload:
         model = {strip_prefixes(k): v for k, v in payload["model"].items()}
         if len(model) != len(payload["model"]):

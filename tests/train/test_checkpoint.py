@@ -235,6 +235,25 @@ def test_stored_checksum_and_files_without_one(tmp_path):
     assert not differs(load_checkpoint(tmp_path / "old.pt")["model"], model.state_dict())
 
 
+def test_device_state_round_trips(tmp_path, device):
+    model = Tiny().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model(torch.randn(6, 4, device=device)).square().mean().backward()
+    opt.step()
+    path = save_checkpoint(tmp_path / "c.pt", model, {}, epoch=1, optimizer=opt.state_dict())
+    payload = load_checkpoint(path)  # verified on the CPU: the digests ignore the device
+    assert payload["checksum"]["model"] == weights_checksum(model.state_dict())
+    fresh = Tiny().to(device)
+    ckpt.load_weights(fresh, payload["model"])
+    for k, v in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v)
+    opt2 = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
+    opt2.load_state_dict(payload["optimizer"])
+    assert torch.equal(
+        opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"]
+    )
+
+
 # ---------------------------------------------------------------------- disk full
 def enospc(*_, **__):
     raise OSError(errno.ENOSPC, "No space left on device")
