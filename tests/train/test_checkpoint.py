@@ -6,7 +6,10 @@ import os
 import pickle
 import re
 import shutil
+import signal
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -369,6 +372,44 @@ def test_clean_temp_files(tmp_path, monkeypatch):
     assert clean_temp_files(tmp_path / "missing") == []
     with pytest.raises(ValueError, match="folder .*best.pt' is not a directory"):
         clean_temp_files(tmp_path / "best.pt")
+
+
+CHILD = r"""
+import os, sys, time, torch
+import tensorpose.train.checkpoint as ckpt
+path = sys.argv[1]
+ckpt.save_checkpoint(path, torch.nn.Linear(64, 64), {"good": 1})
+real_write = os.write
+def stalling_write(fd, data):  # half of the temporary file, then hang: the parent kills us
+    if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+        real_write(fd, data[: len(data) // 2])
+        print("writing", flush=True)
+        time.sleep(60)
+    return real_write(fd, data)
+os.write = stalling_write
+ckpt.save_checkpoint(path, torch.nn.Linear(64, 64), {"good": 2})
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_sigkill_mid_write_leaves_a_temp_file_that_clean_temp_files_removes(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE,
+                            env=env, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        proc.stdout.close()
+    assert load_checkpoint(path)["config"] == {"good": 1}  # the previous file, verified
+    orphans = [p for p in tmp_path.iterdir() if p != path]
+    assert len(orphans) == 1 and orphans[0].stat().st_size > 0
+    assert clean_temp_files(tmp_path) == orphans
+    assert list(tmp_path.iterdir()) == [path]
 
 
 # ---------------------------------------------------------------------- entry validation
