@@ -683,6 +683,8 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
     if not path.is_file():
         kind = "a directory" if path.is_dir() else "not a regular file"
         raise CheckpointError(f"{path}: is {kind}, not a checkpoint file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path}: the file is empty, not a checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
@@ -742,6 +744,7 @@ def _reason(e: Exception) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     if lines and lines[0].startswith("Weights only load failed"):
         detail = next((ln for ln in lines[1:] if "GLOBAL" in ln or "Unsupported" in ln), "")
+        detail = detail.split(". ")[0]  # not torch's advice on allowlisting the global
         return f"refused by weights-only loading, no code was run: {detail}".rstrip(": ")
     first = lines[0] if lines else ""
     first = first if len(first) <= 200 else first[:200] + "..."

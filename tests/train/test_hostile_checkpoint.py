@@ -34,6 +34,9 @@ from tensorpose.train.checkpoint import (
     set_rng_state,
 )
 
+pytestmark = pytest.mark.skipif(
+    not hasattr(signal, "SIGALRM") or not hasattr(os, "mkfifo"), reason="needs POSIX"
+)
 SEED = 1234
 N_TRUNCATED, N_FLIPS = 40, 60  # truncations; flips inside and (as many) outside tensor data
 TIME_LIMIT_S = 10  # per load: far above the ~10 ms a load takes, far below a hang
