@@ -724,7 +724,7 @@ def _verify(payload: dict) -> None:
         actual = weights_checksum(payload.get("model", {}))
         state = _state_checksum(payload)
     except Exception as e:  # a value the digest cannot read: not one save_checkpoint wrote
-        raise _Invalid("'checksum'", f"cannot be verified ({e})", ValueError) from None
+        raise _Invalid("'checksum'", f"cannot be verified ({_reason(e)})", ValueError) from None
     if actual != stored["model"]:
         raise _Invalid(
             None,
