@@ -79,7 +79,7 @@ class HostileRunner:
     """Runs reader calls on hostile inputs; each must load (and pass ``check``) or raise
     ``error`` with a message naming the input. Counts outcomes; collects failures."""
 
-    def __init__(self, reader: str, error: type[Exception], max_seconds: float = 2.0) -> None:
+    def __init__(self, reader: str, error: type[Exception], max_seconds: float = 10.0) -> None:
         self.reader, self.error, self.max_seconds = reader, error, max_seconds
         self.counts: Counter = Counter()
         self.failures: list[str] = []
