@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -49,26 +50,70 @@ COCO_SIGMAS = (
 """Per-keypoint OKS constants of the COCO-17 keypoints (the COCO evaluation's values)."""
 
 
+def _tensor(x: object, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+
+
 def _check(pred: torch.Tensor, target: torch.Tensor, visibility: torch.Tensor) -> None:
+    for x, name in ((pred, "pred"), (target, "target"), (visibility, "visibility")):
+        _tensor(x, name)
     if pred.shape != target.shape or pred.dim() < 2 or pred.shape[-1] != 2:
         raise ValueError(
             f"pred and target must both be (..., K, 2), got {tuple(pred.shape)} and "
             f"{tuple(target.shape)}"
         )
+    if not (pred.is_floating_point() and target.is_floating_point()):
+        raise TypeError(f"pred and target must be floating point, got {pred.dtype}, {target.dtype}")
     if visibility.shape != pred.shape[:-1]:
         raise ValueError(
             f"visibility must have shape {tuple(pred.shape[:-1])}, got {tuple(visibility.shape)}"
         )
 
 
+def _check_per_person(x: torch.Tensor, name: str, pred: torch.Tensor) -> None:
+    """``x`` must hold one value per person: shape ``pred.shape[:-2]`` (e.g. ``(N,)``)."""
+    _tensor(x, name)
+    if x.shape != pred.shape[:-2]:
+        raise ValueError(
+            f"{name} must have shape {tuple(pred.shape[:-2])} (one value per person, pred is "
+            f"{tuple(pred.shape)}), got {tuple(x.shape)}"
+        )
+
+
+def _check_number(x: object, name: str, low: float, inclusive: bool = True) -> None:
+    ok = isinstance(x, (int, float)) and math.isfinite(x) and (x >= low if inclusive else x > low)
+    if not ok:
+        rel = ">=" if inclusive else ">"
+        raise ValueError(f"{name} must be a finite number {rel} {low}, got {x!r}")
+
+
 def bbox_size(boxes: torch.Tensor) -> torch.Tensor:
-    """PCK normaliser from COCO boxes ``(..., 4)`` (x, y, w, h): ``max(w, h)``."""
+    """PCK normaliser from COCO boxes ``(..., 4)`` (x, y, w, h): ``max(w, h)``, ``(...)``."""
+    _tensor(boxes, "boxes")
+    if boxes.dim() < 1 or boxes.shape[-1] != 4:
+        raise ValueError(f"boxes must have shape (..., 4), got {tuple(boxes.shape)}")
     return torch.maximum(boxes[..., 2], boxes[..., 3])
 
 
 def joint_distance(keypoints: torch.Tensor, a: int, b: int) -> torch.Tensor:
     """A normaliser from two joints of the ground truth, e.g. a head segment for PCKh
-    (MPII: head top and upper neck): ``||keypoints[..., a] - keypoints[..., b]||``."""
+    (MPII: head top and upper neck): ``||keypoints[..., a] - keypoints[..., b]||``.
+
+    Args:
+        keypoints: ``(..., K, D)``.
+        a, b: joint indices in ``[0, K)``.
+
+    Returns:
+        ``(...)``.
+    """
+    _tensor(keypoints, "keypoints")
+    if keypoints.dim() < 2:
+        raise ValueError(f"keypoints must have shape (..., K, D), got {tuple(keypoints.shape)}")
+    K = keypoints.shape[-2]
+    for v, name in ((a, "a"), (b, "b")):
+        if not isinstance(v, int) or not 0 <= v < K:
+            raise ValueError(f"{name} must be a joint index in [0, {K}), got {v!r}")
     return (keypoints[..., a, :] - keypoints[..., b, :]).norm(dim=-1)
 
 
@@ -86,7 +131,8 @@ def pck(
     Args:
         pred, target: ``(..., K, 2)``.
         visibility: ``(..., K)``.
-        normalizer: ``(...)`` per person (:func:`bbox_size`, :func:`joint_distance`).
+        normalizer: ``(...)`` per person, e.g. ``(N,)`` for ``pred (N, K, 2)``
+            (:func:`bbox_size`, :func:`joint_distance`).
         alpha: threshold factor.
         per_joint: return ``(K,)`` per-joint values (NaN for a joint never visible) instead of
             the fraction over all visible joints.
@@ -95,6 +141,8 @@ def pck(
         scalar (or ``(K,)``) in ``[0, 1]``; NaN when nothing is visible.
     """
     _check(pred, target, visibility)
+    _check_per_person(normalizer, "normalizer", pred)
+    _check_number(alpha, "alpha", 0.0)
     d = (pred - target).norm(dim=-1)
     ok = (d <= alpha * normalizer.unsqueeze(-1)).to(d.dtype)
     v = (visibility > 0).to(d.dtype)
@@ -118,6 +166,10 @@ def auc(
     Args: as :func:`pck`.
     """
     _check(pred, target, visibility)
+    _check_per_person(normalizer, "normalizer", pred)
+    _check_number(max_alpha, "max_alpha", 0.0, inclusive=False)
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     d = (pred - target).norm(dim=-1) / normalizer.unsqueeze(-1)
     alphas = torch.arange(steps, device=d.device, dtype=d.dtype) * (max_alpha / steps)
     v = (visibility > 0).to(d.dtype)
@@ -148,20 +200,23 @@ def oks(
     Args:
         pred, target: ``(..., K, 2)``.
         visibility: ``(..., K)`` of the ground truth.
-        area: ``(...)`` ground-truth segment areas.
+        area: ``(...)`` ground-truth segment areas, one per person (``(N,)`` for
+            ``pred (N, K, 2)``).
         sigmas: ``K`` per-joint constants (default COCO's).
 
     Returns:
         ``(...)``; 0 for a ground truth without labelled joints.
     """
     _check(pred, target, visibility)
+    _check_per_person(area, "area", pred)
     if isinstance(sigmas, torch.Tensor):
         sig = sigmas.to(pred.device, pred.dtype)
     else:
         sig = constant(tuple(float(v) for v in sigmas), pred.device, pred.dtype)
     k2 = (2 * sig) ** 2
-    if k2.shape[0] != pred.shape[-2]:
-        raise ValueError(f"sigmas has {k2.shape[0]} values, keypoints have K={pred.shape[-2]}")
+    if k2.dim() != 1 or k2.shape[0] != pred.shape[-2]:
+        n = k2.shape[0] if k2.dim() == 1 else tuple(k2.shape)
+        raise ValueError(f"sigmas has {n} values, keypoints have K={pred.shape[-2]}")
     d2 = (pred - target).square().sum(-1)
     e = d2 / k2 / (area.unsqueeze(-1) + torch.finfo(torch.float64).eps) / 2
     v = (visibility > 0).to(pred.dtype)
@@ -201,6 +256,12 @@ def coco_keypoint_ap(
         annotations = json.loads(Path(annotations).read_text())
     if not isinstance(results, list):
         results = json.loads(Path(results).read_text())
+    if not isinstance(results, list):
+        raise ValueError(f"results must be a list of result dicts, got {type(results).__name__}")
+    need = ("image_id", "category_id", "keypoints", "score")
+    for i, r in enumerate(results):
+        if not isinstance(r, dict) or any(k not in r for k in need):
+            raise ValueError(f"results[{i}] must be a dict with keys {need}, got {r!r:.80}")
     if not results:
         return dict.fromkeys(AP_NAMES, 0.0)
     with contextlib.redirect_stdout(io.StringIO()):

@@ -99,3 +99,51 @@ def test_coco_keypoint_ap_with_pycocotools(tmp_path):
     p.write_text(json.dumps(coco_results(a["image_id"], noisy)))
     s2 = coco_keypoint_ap(bundled_coco(), p)
     assert 0.0 < s2["AP"] < 0.99
+
+
+def test_shapes_are_checked():
+    N = K = 17  # N == K: an (N, K) normaliser would broadcast silently
+    pred, target, vis, boxes = (torch.from_numpy(x) for x in _data(2, N, K))
+    norm = bbox_size(boxes)
+    with pytest.raises(ValueError, match=r"normalizer must have shape \(17,\).*got \(17, 17\)"):
+        pck(pred, target, vis, norm[:, None].expand(N, K))
+    with pytest.raises(ValueError, match=r"normalizer must have shape \(17,\).*got \(\)"):
+        pck(pred, target, vis, norm[0])
+    with pytest.raises(ValueError, match=r"normalizer must have shape \(17,\).*got \(17, 1\)"):
+        auc(pred, target, vis, norm[:, None])
+    area = boxes[:, 2] * boxes[:, 3]
+    with pytest.raises(ValueError, match=r"area must have shape \(17,\).*got \(17, 1\)"):
+        oks(pred, target, vis, area[:, None])
+    assert oks(pred, target, vis, area).shape == (N,)
+    with pytest.raises(ValueError, match=r"visibility must have shape \(17, 17\)"):
+        epe(pred, target, vis[:, :5])
+    with pytest.raises(ValueError, match=r"pred and target must both be \(\.\.\., K, 2\)"):
+        epe(pred, target[:5], vis)
+    with pytest.raises(TypeError, match="pred must be a torch.Tensor, got ndarray"):
+        epe(pred.numpy(), target, vis)
+    with pytest.raises(TypeError, match="floating point"):
+        epe(pred.long(), target.long(), vis)
+    with pytest.raises(ValueError, match=r"sigmas has \(2, 17\) values"):
+        oks(pred, target, vis, area, torch.ones(2, 17))
+    with pytest.raises(ValueError, match=r"boxes must have shape \(\.\.\., 4\), got \(17, 3\)"):
+        bbox_size(boxes[:, :3])
+    with pytest.raises(ValueError, match=r"b must be a joint index in \[0, 17\), got 17"):
+        joint_distance(target, 0, 17)
+    with pytest.raises(ValueError, match="alpha must be a finite number >= 0"):
+        pck(pred, target, vis, norm, alpha=-0.1)
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+        auc(pred, target, vis, norm, steps=0)
+    with pytest.raises(ValueError, match="max_alpha must be a finite number > 0"):
+        auc(pred, target, vis, norm, max_alpha=float("nan"))
+    # batched leading dims are fine: one normaliser per person
+    b = (pred.reshape(1, N, K, 2), target.reshape(1, N, K, 2), vis.reshape(1, N, K))
+    assert float(pck(*b, norm[None])) == pytest.approx(float(pck(pred, target, vis, norm)))
+
+
+def test_coco_keypoint_ap_checks_results():
+    pytest.importorskip("pycocotools")
+    from tensorpose.metrics2d import coco_keypoint_ap
+
+    gt = json.loads(bundled_coco().read_text())
+    with pytest.raises(ValueError, match=r"results\[1\] must be a dict with keys"):
+        coco_keypoint_ap(gt, [{"image_id": 1, "category_id": 1, "keypoints": [], "score": 1}, 5])

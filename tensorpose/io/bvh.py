@@ -281,6 +281,10 @@ def detect_mapping(names: Sequence[str], path: str = "") -> str:
 
 
 # ---------------------------------------------------------------------- parsing
+MAX_FRAME_TIME = 60.0
+"""Largest accepted ``Frame Time`` in seconds (one frame a minute); the smallest is 1e-6."""
+
+
 class _Lines:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
@@ -303,91 +307,130 @@ class _Lines:
 
 def _floats(lines: _Lines, toks: list[str], n: int, what: str) -> np.ndarray:
     if len(toks) != n:
-        raise lines.error(f"{what} needs {n} numbers, got {len(toks)}: {' '.join(toks)!r}")
+        raise lines.error(f"{what} needs {n} numbers, got {len(toks)}: {_shown(toks)}")
     try:
         vals = np.array([float(t) for t in toks])
     except ValueError:
-        raise lines.error(f"{what} has a value that is not a number: {' '.join(toks)!r}") from None
+        raise lines.error(f"{what} has a value that is not a number: {_shown(toks)}") from None
     if not np.isfinite(vals).all():
-        raise lines.error(f"{what} has a non-finite value: {' '.join(toks)!r}")
+        raise lines.error(f"{what} has a non-finite value: {_shown(toks)}")
     return vals
+
+
+def _shown(toks: list[str], limit: int = 80) -> str:
+    """The tokens as a quoted string, shortened for messages."""
+    s = " ".join(toks)
+    return repr(s if len(s) <= limit else s[:limit] + "...")
 
 
 _CHANNELS = {f"{a}{k}" for a in "XYZ" for k in ("position", "rotation")}
 
 
-def _parse_joint(lines: _Lines, name: str, parent: int, m: dict) -> None:
-    j = len(m["names"])
-    m["names"].append(name)
-    m["parents"].append(parent)
-    toks = lines.next("'{'")
-    if toks != ["{"]:
-        raise lines.error(f"expected '{{' after joint {name!r}, got {' '.join(toks)!r}")
-    toks = lines.next("OFFSET")
-    if toks[0] != "OFFSET":
-        raise lines.error(f"expected OFFSET for joint {name!r}, got {toks[0]!r}")
-    m["offsets"].append(_floats(lines, toks[1:], 3, f"OFFSET of {name!r}"))
-    toks = lines.next("CHANNELS")
-    if toks[0] != "CHANNELS" or len(toks) < 2:
-        raise lines.error(f"expected CHANNELS for joint {name!r}, got {' '.join(toks)!r}")
-    try:
-        n = int(toks[1])
-    except ValueError:
-        raise lines.error(f"CHANNELS count of {name!r} is not an integer: {toks[1]!r}") from None
-    chans = toks[2:]
-    if len(chans) != n:
-        raise lines.error(f"joint {name!r} declares {n} channels but lists {len(chans)}")
-    bad = [c for c in chans if c not in _CHANNELS]
-    if bad:
-        raise lines.error(f"joint {name!r} has unknown channels {bad}")
-    rot = [c for c in chans if c.endswith("rotation")]
-    if rot and len(rot) != 3:
-        raise lines.error(f"joint {name!r} has {len(rot)} rotation channels, expected 0 or 3")
-    m["channels"].append(chans)
-    while True:
-        toks = lines.next("JOINT, End Site or '}'")
-        if toks[0] == "}":
-            return
-        if toks[0] == "JOINT":
-            if len(toks) < 2:
-                raise lines.error("JOINT without a name")
-            _parse_joint(lines, " ".join(toks[1:]), j, m)
-        elif toks[0] == "End" and toks[1:2] == ["Site"]:
-            if lines.next("'{'") != ["{"]:
-                raise lines.error("expected '{' after End Site")
-            toks = lines.next("OFFSET")
-            if toks[0] != "OFFSET":
-                raise lines.error(f"expected OFFSET in End Site, got {toks[0]!r}")
-            m["end_sites"].append((j, _floats(lines, toks[1:], 3, "End Site OFFSET")))
-            if lines.next("'}'") != ["}"]:
-                raise lines.error("expected '}' closing End Site")
-        else:
-            raise lines.error(f"expected JOINT, End Site or '}}', got {toks[0]!r}")
+class _Hierarchy:
+    """The joint tree as it is read: names, parents, offsets, channels, end sites."""
+
+    def __init__(self, lines: _Lines) -> None:
+        self.lines = lines
+        self.names: list[str] = []
+        self.parents: list[int] = []
+        self.offsets: list[np.ndarray] = []
+        self.channels: list[list[str]] = []
+        self.end_sites: list[tuple[int, np.ndarray]] = []
+        self.taken: set[str] = set()  # joint names and end-site names (<parent>_End)
+
+    def claim(self, name: str) -> None:
+        if name in self.taken:
+            raise self.lines.error(
+                f"joint name {name!r} is used twice (or clashes with an end site, named "
+                "<parent>_End)"
+            )
+        self.taken.add(name)
+
+    def joint(self, name: str, parent: int) -> int:
+        """Read a joint's ``{``, OFFSET and CHANNELS (the line after its JOINT/ROOT line)."""
+        lines = self.lines
+        self.claim(name)
+        j = len(self.names)
+        self.names.append(name)
+        self.parents.append(parent)
+        toks = lines.next("'{'")
+        if toks != ["{"]:
+            raise lines.error(f"expected '{{' after joint {name!r}, got {_shown(toks)}")
+        toks = lines.next("OFFSET")
+        if toks[0] != "OFFSET":
+            raise lines.error(f"expected OFFSET for joint {name!r}, got {toks[0][:40]!r}")
+        self.offsets.append(_floats(lines, toks[1:], 3, f"OFFSET of {name!r}"))
+        toks = lines.next("CHANNELS")
+        if toks[0] != "CHANNELS" or len(toks) < 2:
+            raise lines.error(f"expected CHANNELS for joint {name!r}, got {_shown(toks)}")
+        if not (toks[1].isascii() and toks[1].isdigit()):
+            raise lines.error(f"CHANNELS count of {name!r} is not an integer: {toks[1][:40]!r}")
+        n, chans = int(toks[1]), toks[2:]
+        if len(chans) != n:
+            raise lines.error(f"joint {name!r} declares {n} channels but lists {len(chans)}")
+        bad = [c for c in chans if c not in _CHANNELS]
+        if bad:
+            raise lines.error(f"joint {name!r} has unknown channels {_shown(bad)}")
+        twice = sorted({c for c in chans if chans.count(c) > 1})
+        if twice:
+            raise lines.error(f"joint {name!r} lists channel(s) {twice} more than once")
+        rot = [c for c in chans if c.endswith("rotation")]
+        if rot and len(rot) != 3:
+            raise lines.error(f"joint {name!r} has {len(rot)} rotation channels, expected 0 or 3")
+        self.channels.append(chans)
+        return j
+
+    def end_site(self, parent: int) -> None:
+        lines = self.lines
+        self.claim(f"{self.names[parent]}_End")
+        if lines.next("'{'") != ["{"]:
+            raise lines.error("expected '{' after End Site")
+        toks = lines.next("OFFSET")
+        if toks[0] != "OFFSET":
+            raise lines.error(f"expected OFFSET in End Site, got {toks[0][:40]!r}")
+        self.end_sites.append((parent, _floats(lines, toks[1:], 3, "End Site OFFSET")))
+        if lines.next("'}'") != ["}"]:
+            raise lines.error("expected '}' closing End Site")
+
+    def read(self, root: str) -> None:
+        """Read the tree below ``ROOT root`` up to its closing ``}``, without recursion: the
+        stack holds the open joints, so any depth parses (one loop step per line)."""
+        lines = self.lines
+        stack = [self.joint(root, -1)]
+        while stack:
+            toks = lines.next("JOINT, End Site or '}'")
+            if toks[0] == "}":
+                stack.pop()
+            elif toks[0] == "JOINT":
+                if len(toks) < 2:
+                    raise lines.error("JOINT without a name")
+                stack.append(self.joint(" ".join(toks[1:]), stack[-1]))
+            elif toks[0] == "End" and toks[1:] == ["Site"]:
+                self.end_site(stack[-1])
+            else:
+                raise lines.error(f"expected JOINT, End Site or '}}', got {_shown(toks)}")
 
 
-def parse_bvh(text: str, path: str = "<string>") -> Motion:
-    """Parse BVH text; errors name ``path`` and the line."""
-    lines = _Lines(path, text)
-    if lines.next("HIERARCHY") != ["HIERARCHY"]:
-        raise lines.error("file must start with HIERARCHY")
-    toks = lines.next("ROOT")
-    if toks[0] != "ROOT" or len(toks) < 2:
-        raise lines.error(f"expected 'ROOT <name>', got {' '.join(toks)!r}")
-    m: dict = {"names": [], "parents": [], "offsets": [], "channels": [], "end_sites": []}
-    _parse_joint(lines, " ".join(toks[1:]), -1, m)
-    if lines.next("MOTION") != ["MOTION"]:
-        raise lines.error("expected MOTION after the hierarchy (only one ROOT is supported)")
-    toks = lines.next("Frames:")
-    if toks[0] != "Frames:" or len(toks) != 2 or not toks[1].isdigit():
-        raise lines.error(f"expected 'Frames: <count>', got {' '.join(toks)!r}")
-    frames = int(toks[1])
+def _frame_time(lines: _Lines) -> float:
     toks = lines.next("Frame Time:")
     if toks[:2] != ["Frame", "Time:"] or len(toks) != 3:
-        raise lines.error(f"expected 'Frame Time: <seconds>', got {' '.join(toks)!r}")
+        raise lines.error(f"expected 'Frame Time: <seconds>', got {_shown(toks)}")
     frame_time = float(_floats(lines, toks[2:], 1, "Frame Time")[0])
-    if frame_time <= 0:
-        raise lines.error(f"Frame Time must be positive, got {frame_time}")
-    n_ch = sum(len(c) for c in m["channels"])
+    if not 1e-6 <= frame_time <= MAX_FRAME_TIME:
+        raise lines.error(
+            f"Frame Time must be positive, between 1e-6 and {MAX_FRAME_TIME:g} seconds, "
+            f"got {frame_time:g}"
+        )
+    return frame_time
+
+
+def _motion(lines: _Lines, n_ch: int) -> tuple[float, np.ndarray]:
+    """The ``Frames:`` and ``Frame Time:`` lines and the frame rows: ``(frame time, (T, n_ch))``."""
+    toks = lines.next("Frames:")
+    if toks[0] != "Frames:" or len(toks) != 2 or not (toks[1].isascii() and toks[1].isdigit()):
+        raise lines.error(f"expected 'Frames: <count>', got {_shown(toks)}")
+    frames = int(toks[1])
+    frame_time = _frame_time(lines)
     first = lines.i
     rows = lines.lines[first:]
     # Trailing blank lines are fine; anything else must be a full frame.
@@ -398,27 +441,66 @@ def parse_bvh(text: str, path: str = "<string>") -> Motion:
             f"header says {frames} frames but {len(rows)} frame lines follow", first + 1
         )
     data = np.empty((frames, n_ch))
-    for t, row in enumerate(rows):
+    for t, row in enumerate(rows):  # one line per frame
         lines.i = first + t + 1
         data[t] = _floats(lines, row.split(), n_ch, f"frame {t}")
+    return frame_time, data
+
+
+def parse_bvh(text: str, path: str = "<string>") -> Motion:
+    """Parse BVH text; errors (:class:`BVHError`) name ``path`` and the line.
+
+    Besides syntax, rejected: a channel listed twice by one joint, a joint name used twice
+    (or equal to an end site's ``<parent>_End``), a ``Frame Time`` outside 1e-6 to 60 seconds,
+    non-finite numbers. Hierarchies of any depth parse (no recursion).
+    """
+    lines = _Lines(path, text)
+    if lines.next("HIERARCHY") != ["HIERARCHY"]:
+        raise lines.error("file must start with HIERARCHY")
+    toks = lines.next("ROOT")
+    if toks[0] != "ROOT" or len(toks) < 2:
+        raise lines.error(f"expected 'ROOT <name>', got {_shown(toks)}")
+    h = _Hierarchy(lines)
+    h.read(" ".join(toks[1:]))
+    if lines.next("MOTION") != ["MOTION"]:
+        raise lines.error("expected MOTION after the hierarchy (only one ROOT is supported)")
+    frame_time, data = _motion(lines, sum(len(c) for c in h.channels))
     return Motion(
         path=path,
-        joint_names=m["names"],
-        parents=m["parents"],
-        offsets=np.stack(m["offsets"]),
-        channels=m["channels"],
-        end_sites=m["end_sites"],
+        joint_names=h.names,
+        parents=h.parents,
+        offsets=np.stack(h.offsets),
+        channels=h.channels,
+        end_sites=h.end_sites,
         frame_time=frame_time,
         motion=data,
     )
 
 
 def load_bvh(path: str | os.PathLike) -> Motion:
-    """Read a BVH file. Raises :class:`BVHError` (a ``ValueError``) naming file and line."""
+    """Read a BVH file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        BVHError: (a ``ValueError``) the path is a folder, the file is not UTF-8 text, or it
+            does not parse (the message names the file and the line).
+    """
     path = os.fspath(path)
-    with open(path, encoding="utf-8", errors="strict") as f:
-        text = f.read()
+    if os.path.isdir(path):
+        raise BVHError(f"{path}: is a folder, expected a BVH file")
+    try:
+        with open(path, encoding="utf-8", errors="strict") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        line = _line_of(path, e.start)
+        raise BVHError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from None
     return parse_bvh(text, path)
+
+
+def _line_of(path: str, offset: int) -> int:
+    """The 1-based line number of byte ``offset`` in the file ``path``."""
+    with open(path, "rb") as f:
+        return f.read(offset).count(b"\n") + 1
 
 
 def bundled_bvh() -> list[Path]:

@@ -6,10 +6,21 @@ find). People are not identified across frames; :func:`load_openpose` links them
 with :func:`link_tracks` and returns ``(x, y, confidence)`` with NaN for absent people and
 missing or low-confidence joints.
 
-Layouts (keypoint orders) are :data:`LAYOUTS`: ``BODY_25`` (OpenPose's default model),
-``BODY_25B`` (the experimental model; its first 17 keypoints are COCO's) and ``COCO_18``.
-Both BODY_25 variants have 25 keypoints: pass ``layout=``; without it 25 keypoints are read as
-``BODY_25B`` (the layout of the bundled tracks) and 18 as ``COCO_18``.
+A keypoint is *found* when its confidence is positive and it is not at ``(0, 0)`` (OpenPose
+writes ``0, 0`` for joints it did not find, sometimes with a nonzero confidence). People with no
+found keypoint (e.g. all confidences 0) are ignored: they cannot be linked to anyone.
+
+Layouts (keypoint orders) are those of :mod:`tensorpose.layouts`: ``BODY_25`` (OpenPose's
+default model), ``BODY_25B`` (the experimental model, the layout of the bundled tracks) and
+``COCO_18`` (OpenPose's COCO model); ``COCO_17`` and ``H36M_17`` files are read too. Without
+``layout=`` it is detected from the keypoint count and geometry
+(:func:`tensorpose.layouts.detect_layout`: BODY_25 and BODY_25B both have 25 keypoints) and
+:attr:`Tracks.layout_reason` says why.
+
+Malformed input raises :class:`OpenPoseError` (a ``ValueError``) naming the file: broken JSON,
+a missing ``people`` list, keypoints that are not finite numbers (or beyond ``1e7`` pixels),
+counts that are not a multiple of 3 or differ between people. Entries of the folder that are
+not regular files (e.g. a subfolder named ``x.json``) are skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import skeletons
+from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
 
 __all__ = [
     "COCO17_INDEX",
@@ -32,43 +43,20 @@ __all__ = [
     "OpenPoseError",
     "Tracks",
     "bundled_tracks",
+    "found",
+    "frame_files",
     "link_tracks",
     "load_openpose",
+    "openpose_folders",
     "read_openpose_frames",
     "write_openpose",
 ]
 
-LAYOUTS: dict[str, list[str]] = {
-    "BODY_25": [
-        "nose", "neck", "r_shoulder", "r_elbow", "r_wrist", "l_shoulder", "l_elbow",
-        "l_wrist", "mid_hip", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle",
-        "r_eye", "l_eye", "r_ear", "l_ear", "l_big_toe", "l_small_toe", "l_heel",
-        "r_big_toe", "r_small_toe", "r_heel",
-    ],
-    "BODY_25B": [
-        "nose", "l_eye", "r_eye", "l_ear", "r_ear", "l_shoulder", "r_shoulder", "l_elbow",
-        "r_elbow", "l_wrist", "r_wrist", "l_hip", "r_hip", "l_knee", "r_knee", "l_ankle",
-        "r_ankle", "neck", "head_top", "l_big_toe", "l_small_toe", "l_heel", "r_big_toe",
-        "r_small_toe", "r_heel",
-    ],
-    "COCO_18": [
-        "nose", "neck", "r_shoulder", "r_elbow", "r_wrist", "l_shoulder", "l_elbow",
-        "l_wrist", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle", "r_eye",
-        "l_eye", "r_ear", "l_ear",
-    ],
-}  # fmt: skip
-"""Keypoint names per OpenPose layout, in file order (tensorpose's snake_case names; BODY_25B's
-``neck`` is OpenPose's "UpperNeck" and ``head_top`` its "HeadTop")."""
-
-COCO17_INDEX: dict[str, list[int]] = {
-    name: [names.index(j) for j in skeletons.coco17().names] for name, names in LAYOUTS.items()
-}
-"""Per layout, the keypoint index of each joint of tensorpose's ``coco17`` skeleton (all three
-layouts contain the 17 COCO keypoints): ``kp[..., COCO17_INDEX[layout], :]``."""
-
-_DEFAULT_LAYOUT = {25: "BODY_25B", 18: "COCO_18"}
 BUNDLED_FPS = 60.0
 """Frame rate of the bundled tracks (the pose2sim demo session is configured at 60 fps)."""
+
+MAX_COORDINATE = 1e7
+"""Largest accepted ``|x|``, ``|y|`` or confidence in a file (no image is that large)."""
 
 
 class OpenPoseError(ValueError):
@@ -81,14 +69,16 @@ class Tracks:
 
     Attributes:
         keypoints: ``(T, P, K, 3)`` float64 ``x, y, confidence`` in pixels; NaN where a track
-            has no person in a frame, or a joint was not detected or fell below
+            has no person in a frame, or a joint was not found or fell below
             ``min_confidence``.
         layout: the layout name (a key of :data:`LAYOUTS`).
         files: the ``T`` frame files in time order.
         min_confidence: the threshold that was applied.
         raw: ``(T, P, K, 3)`` the same before the threshold (NaN only where the track is absent
-            or OpenPose found no joint, confidence 0).
-        people_per_frame: how many people each frame's file lists.
+            or OpenPose found no joint: confidence 0, or at ``(0, 0)``).
+        people_per_frame: how many people each frame has (those with a found keypoint).
+        layout_reason: why the layout was chosen (given, or the detection's evidence).
+        ignored_people: people listed in the files without any found keypoint (ignored).
     """
 
     keypoints: torch.Tensor
@@ -97,6 +87,8 @@ class Tracks:
     min_confidence: float
     raw: torch.Tensor
     people_per_frame: list[int] = field(default_factory=list)
+    layout_reason: str = ""
+    ignored_people: int = 0
 
     @property
     def low_confidence(self) -> torch.Tensor:
@@ -119,7 +111,14 @@ class Tracks:
 
     def to_coco17(self) -> torch.Tensor:
         """``(T, P, 17, 3)`` in the order of ``skeletons.coco17()``."""
+        if self.layout not in COCO17_INDEX:
+            raise ValueError(f"layout {self.layout} does not contain the 17 COCO keypoints")
         return self.keypoints[:, :, COCO17_INDEX[self.layout]]
+
+    def to_h36m17(self) -> torch.Tensor:
+        """``(T, P, 17, 3)`` in the order of ``skeletons.h36m17()`` (the lifter's input), see
+        :func:`tensorpose.layouts.to_h36m17`."""
+        return to_h36m17(self.keypoints, self.layout)
 
 
 def bundled_tracks() -> list[Path]:
@@ -134,62 +133,109 @@ def _frame_key(path: Path) -> tuple:
     return tuple(int(s) if s.isdigit() else s for s in re.split(r"(\d+)", path.name))
 
 
+def frame_files(folder: str | os.PathLike) -> list[Path]:
+    """The regular ``*.json`` files of ``folder`` in natural name order (= time order);
+    subfolders and other non-files with such names are skipped."""
+    return sorted((p for p in Path(folder).glob("*.json") if p.is_file()), key=_frame_key)
+
+
+def openpose_folders(path: str | os.PathLike) -> list[Path]:
+    """The OpenPose folders under ``path``: ``[path]`` when it holds frame files, else its
+    subfolders that do (e.g. one per camera, as the bundled tracks), in name order.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        OpenPoseError: ``path`` is a file, or neither it nor a subfolder holds ``*.json`` files.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"OpenPose folder not found: {path}")
+    if not path.is_dir():
+        raise OpenPoseError(f"{path}: is a file, expected a folder of per-frame OpenPose JSON")
+    if frame_files(path):
+        return [path]
+    subs = sorted(d for d in path.iterdir() if d.is_dir() and frame_files(d))
+    if not subs:
+        raise OpenPoseError(f"{path}: no OpenPose .json files in it or in its subfolders")
+    return subs
+
+
+def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
+    """``(K, 3)`` from one person's ``pose_keypoints_2d``; ``None`` for an empty list."""
+    if not isinstance(kp, list):
+        raise OpenPoseError(f"{path}: people[{i}] has no 'pose_keypoints_2d' list")
+    if len(kp) == 0:  # e.g. only face/hand keypoints were written
+        return None
+    if len(kp) % 3:
+        raise OpenPoseError(
+            f"{path}: people[{i}].pose_keypoints_2d has {len(kp)} numbers, "
+            "not a multiple of 3 (x, y, confidence)"
+        )
+    bad = next((v for v in kp if type(v) not in (int, float)), None)
+    if bad is not None:
+        raise OpenPoseError(
+            f"{path}: people[{i}].pose_keypoints_2d has {repr(bad)[:40]}, not a number"
+        )
+    try:
+        arr = np.asarray(kp, dtype=np.float64).reshape(-1, 3)
+    except OverflowError:  # an integer beyond float range
+        arr = np.full((1, 3), np.inf)
+    if not np.isfinite(arr).all():
+        raise OpenPoseError(f"{path}: people[{i}].pose_keypoints_2d has a non-finite value")
+    if np.abs(arr).max() > MAX_COORDINATE:
+        raise OpenPoseError(
+            f"{path}: people[{i}].pose_keypoints_2d has a value beyond {MAX_COORDINATE:g} "
+            f"({np.abs(arr).max():g}), not a pixel coordinate or confidence"
+        )
+    return arr
+
+
 def _parse_frame(path: Path) -> list[np.ndarray]:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise OpenPoseError(f"{path}: malformed JSON: {e}") from None
     except UnicodeDecodeError as e:
         raise OpenPoseError(f"{path}: not UTF-8 text: {e}") from None
+    except ValueError as e:  # JSONDecodeError, or an integer with too many digits
+        raise OpenPoseError(f"{path}: malformed JSON: {e}") from None
+    except RecursionError:
+        raise OpenPoseError(f"{path}: malformed JSON: nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("people"), list):
         raise OpenPoseError(f"{path}: expected an object with a 'people' list")
     people = []
     for i, person in enumerate(data["people"]):
         kp = person.get("pose_keypoints_2d") if isinstance(person, dict) else None
-        if not isinstance(kp, list):
-            raise OpenPoseError(f"{path}: people[{i}] has no 'pose_keypoints_2d' list")
-        if len(kp) == 0:  # e.g. only face/hand keypoints were written
-            continue
-        if len(kp) % 3:
-            raise OpenPoseError(
-                f"{path}: people[{i}].pose_keypoints_2d has {len(kp)} numbers, "
-                "not a multiple of 3 (x, y, confidence)"
-            )
-        try:
-            people.append(np.asarray(kp, dtype=np.float64).reshape(-1, 3))
-        except (TypeError, ValueError):
-            raise OpenPoseError(
-                f"{path}: people[{i}].pose_keypoints_2d has non-numeric values"
-            ) from None
+        arr = _person(path, i, kp)
+        if arr is not None:
+            people.append(arr)
     return people
 
 
-def read_openpose_frames(
-    folder: str | os.PathLike, layout: str | None = None
-) -> tuple[list[np.ndarray], list[Path], str]:
-    """Parse every ``*.json`` in ``folder`` (natural name order = time order).
+def found(keypoints: torch.Tensor | np.ndarray):
+    """``(..., K)`` bool: a keypoint is found when its confidence is positive, its ``x, y`` are
+    finite and not ``(0, 0)`` (OpenPose's "not found", whatever the confidence)."""
+    lib = torch if isinstance(keypoints, torch.Tensor) else np
+    x, y, c = keypoints[..., 0], keypoints[..., 1], keypoints[..., 2]
+    return (c > 0) & lib.isfinite(x) & lib.isfinite(y) & ~((x == 0) & (y == 0))
 
-    Returns:
-        per frame an array ``(P_t, K, 3)`` of the raw values, the files, and the layout.
 
-    Raises:
-        FileNotFoundError: ``folder`` does not exist.
-        OpenPoseError: no JSON files, a malformed file, or keypoint counts that differ between
-            people/frames or do not fit ``layout`` (the message names the file).
-    """
+def _read(folder: str | os.PathLike, layout: str | None) -> tuple:
+    """``read_openpose_frames`` plus the layout reason and the count of ignored people."""
     folder = Path(folder)
-    if not folder.is_dir():
+    if not folder.exists():
         raise FileNotFoundError(f"OpenPose folder not found: {folder}")
-    files = sorted(folder.glob("*.json"), key=_frame_key)
+    if not folder.is_dir():
+        raise OpenPoseError(f"{folder}: is a file, expected a folder of per-frame OpenPose JSON")
+    files = frame_files(folder)
     if not files:
         raise OpenPoseError(f"{folder}: no OpenPose .json files")
-    if layout is not None and layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+    if layout is not None:
+        check_layout(layout)
     K = len(LAYOUTS[layout]) if layout is not None else None
     first_file = None
-    frames = []
-    for path in files:
+    frames: list[np.ndarray | None] = []
+    ignored = 0
+    for path in files:  # one parse per file
         people = _parse_frame(path)
         for p in people:
             if K is None:
@@ -199,16 +245,43 @@ def read_openpose_frames(
                 raise OpenPoseError(
                     f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
                 )
-        frames.append(np.stack(people) if people else None)
+        kept = [p for p in people if found(p).any()]
+        ignored += len(people) - len(kept)
+        frames.append(np.stack(kept) if kept else None)
     if K is None:
         raise OpenPoseError(f"{folder}: no person in any frame; pass layout= to read it")
-    if layout is None:
-        if K not in _DEFAULT_LAYOUT:
-            raise OpenPoseError(
-                f"{first_file}: {K} keypoints match no known layout {sorted(LAYOUTS)}"
-            )
-        layout = _DEFAULT_LAYOUT[K]
     frames = [f if f is not None else np.zeros((0, K, 3)) for f in frames]
+    if layout is not None:
+        reason = f"{layout} as given"
+    else:
+        everyone = np.concatenate(frames)
+        everyone[..., 2] = np.where(found(everyone), everyone[..., 2], 0.0)
+        try:
+            layout, reason = detect_layout(everyone)
+        except ValueError as e:
+            raise OpenPoseError(f"{first_file}: {e}") from None
+    return frames, files, layout, reason, ignored
+
+
+def read_openpose_frames(
+    folder: str | os.PathLike, layout: str | None = None
+) -> tuple[list[np.ndarray], list[Path], str]:
+    """Parse every ``*.json`` file in ``folder`` (natural name order = time order).
+
+    People without any found keypoint are dropped; values are otherwise as in the files.
+
+    Returns:
+        per frame an array ``(P_t, K, 3)`` of the raw values, the files, and the layout
+        (given, or detected: :func:`tensorpose.layouts.detect_layout`).
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        ValueError: an unknown ``layout``.
+        OpenPoseError: ``folder`` is a file, no JSON files, a malformed file, or keypoint counts
+            that differ between people/frames or do not fit ``layout`` (the message names the
+            file).
+    """
+    frames, files, layout, _, _ = _read(folder, layout)
     return frames, files, layout
 
 
@@ -253,12 +326,14 @@ def link_tracks(
 
     Frame by frame (a loop over time), each existing track keeps the last seen position of each
     of its joints. The cost between every track and every person of the new frame is the mean
-    pixel distance over the joints visible in both (one batched ``(tracks, people, K)``
+    pixel distance over the joints found in both (one batched ``(tracks, people, K)``
     computation); pairs with no common joint, or farther apart than the gate, are forbidden.
     The matching is a Hungarian assignment (:func:`_assign`); unmatched people start new tracks.
+    People without any found keypoint (see :func:`found`) get no track.
 
     Args:
-        frames: per frame ``(P_t, K, 3)`` with NaN (or confidence 0) for missing joints.
+        frames: per frame ``(P_t, K, 3)`` with NaN, confidence 0 or ``(0, 0)`` for missing
+            joints.
         max_distance: gate in pixels; ``None`` gates each track at half the diagonal of the
             bounding box of its last seen joints (half a body size).
 
@@ -276,12 +351,18 @@ def link_tracks(
         else torch.from_numpy(np.ascontiguousarray(f, dtype=np.float64))
         for f in frames
     ]
-    K = frames[0].shape[1]
+    K = frames[0].shape[1] if frames[0].dim() == 3 else -1
+    bad = [t for t, f in enumerate(frames) if f.dim() != 3 or f.shape[1:] != (K, 3)]
+    if bad:
+        t = bad[0]
+        want = f"(P, {K}, 3)" if K >= 0 else "(P, K, 3)"
+        raise ValueError(f"frames[{t}] must have shape {want}, got {tuple(frames[t].shape)}")
     last = torch.zeros(0, K, 2, dtype=torch.float64)  # last seen xy per track and joint
-    assigned: list[torch.Tensor] = []  # per frame, the track of each person
+    assigned: list[torch.Tensor] = []  # per frame, the track of each person (-1: none)
     # A loop over frames (time); all tracks x people pairs of a frame are one batched step.
     for f in frames:
-        xy = f[..., :2].masked_fill(~(f[..., 2:] > 0), float("nan"))  # (P_t, K, 2)
+        seen = found(f)  # (P_t, K)
+        xy = f[..., :2].masked_fill(~seen[..., None], float("nan"))  # (P_t, K, 2)
         d = torch.linalg.vector_norm(last[:, None] - xy[None], dim=-1)  # (A, P_t, K)
         common = ~torch.isnan(d)
         n = common.sum(-1)
@@ -294,20 +375,22 @@ def link_tracks(
             gate = torch.tensor(max_distance, dtype=torch.float64)
         cost = torch.where((n > 0) & (cost <= gate), cost, float("inf"))
         rows, cols = _assign(cost)
-        new = torch.ones(xy.shape[0], dtype=torch.bool)
+        new = seen.any(-1)  # people with nothing found start no track
         new[cols] = False
         new_people = new.nonzero().squeeze(-1)
-        track_of = torch.empty(xy.shape[0], dtype=torch.long)
+        track_of = torch.full((xy.shape[0],), -1, dtype=torch.long)
         track_of[cols] = rows
         track_of[new_people] = torch.arange(len(new_people)) + last.shape[0]
         last = torch.cat([last, torch.full((len(new_people), K, 2), float("nan"))])
-        seen = ~torch.isnan(xy)
-        last[track_of] = torch.where(seen, xy, last[track_of])
+        has = track_of >= 0
+        upd = seen[has, :, None]
+        last[track_of[has]] = torch.where(upd, xy[has], last[track_of[has]])
         assigned.append(track_of)
     P = last.shape[0]
     out = torch.full((T, P, K, 3), float("nan"), dtype=torch.float64)
     for t, track_of in enumerate(assigned):  # loop over frames (time): scatter
-        out[t, track_of] = frames[t]
+        has = track_of >= 0
+        out[t, track_of[has]] = frames[t][has]
     return out
 
 
@@ -321,23 +404,30 @@ def load_openpose(
 
     Args:
         folder: one camera's folder of per-frame ``*.json`` files.
-        layout: ``"BODY_25"``, ``"BODY_25B"`` or ``"COCO_18"``; ``None`` detects it from the
-            keypoint count (25 -> ``BODY_25B``, the bundled data's layout: pass ``"BODY_25"``
-            for OpenPose's default model; 18 -> ``COCO_18``).
-        min_confidence: joints with confidence below it (and all joints OpenPose did not find,
-            confidence 0) become NaN, i.e. missing for the filters.
+        layout: a key of :data:`LAYOUTS` (``"BODY_25"``, ``"BODY_25B"``, ``"COCO_18"``, ...);
+            ``None`` detects it from the keypoint count and geometry
+            (:func:`tensorpose.layouts.detect_layout`; :attr:`Tracks.layout_reason` says why).
+        min_confidence: joints with confidence below it (and all joints OpenPose did not find:
+            confidence 0, or at ``(0, 0)``) become NaN, i.e. missing for the filters.
         max_distance: track-linking gate in pixels (see :func:`link_tracks`).
 
     Returns:
         :class:`Tracks` with ``keypoints (T, P, K, 3)``.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        ValueError: a bad argument.
+        OpenPoseError: see :func:`read_openpose_frames`.
     """
     if not 0 <= min_confidence <= 1:
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
-    frames, files, layout = read_openpose_frames(folder, layout)
+    frames, files, layout, reason, ignored = _read(folder, layout)
     raw = link_tracks(frames, max_distance)
-    raw = raw.masked_fill(~(raw[..., 2:] > 0), float("nan"))  # OpenPose's 0, 0, 0: not found
+    raw = raw.masked_fill(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
     kp = raw.masked_fill(raw[..., 2:] < min_confidence, float("nan"))
-    return Tracks(kp, layout, files, float(min_confidence), raw, [len(f) for f in frames])
+    return Tracks(
+        kp, layout, files, float(min_confidence), raw, [len(f) for f in frames], reason, ignored
+    )
 
 
 def write_openpose(

@@ -180,6 +180,10 @@ def test_channel_orders_and_child_position_channels_match_reference():
     np.testing.assert_allclose(pos[1], [[0, 0, 0], [1, 0, 0], [1, 2, 0], [1, 2, 3]], atol=1e-12)
 
 
+def frame_time(value):
+    return lambda s: s.replace("Frame Time: 0.04", f"Frame Time: {value}")
+
+
 @pytest.mark.parametrize(
     "edit, match",
     [
@@ -194,6 +198,19 @@ def test_channel_orders_and_child_position_channels_match_reference():
         (lambda s: s.replace("HIERARCHY", "HIERARCH"), r"small\.bvh:1: "),
         (lambda s: s.replace("Frame Time: 0.04", "Frame Time: 0"), r"small\.bvh:23: .*positive"),
         (lambda s: s.replace("1 2 3 10", "1 2 nan 10"), r"small\.bvh:24: .*non-finite"),
+        (frame_time("-0.04"), r"small\.bvh:23: .*positive"),
+        (frame_time("nan"), r"small\.bvh:23: .*non-finite"),
+        (frame_time("inf"), r"small\.bvh:23: .*non-finite"),
+        (frame_time("1e300"), r"small\.bvh:23: .*60 seconds"),
+        (frame_time("1e-300"), r"small\.bvh:23: .*1e-6"),
+        (lambda s: s.replace("Xrotation Yrotation Zrotation", "Xrotation Yrotation Xrotation"),
+         r"small\.bvh:9: joint 'a' lists channel\(s\) \['Xrotation'\] more than once"),
+        (lambda s: s.replace("Xposition Yposition Zposition Zrotation Yrotation",
+                             "Xposition Yposition Yposition Zrotation Yrotation"),
+         r"small\.bvh:13: joint 'b' lists channel\(s\) \['Yposition'\]"),
+        (lambda s: s.replace("JOINT b", "JOINT a"), r"small\.bvh:10: joint name 'a' is used twice"),
+        (lambda s: s.replace("JOINT b", "JOINT root"), r"small\.bvh:10: joint name 'root'"),
+        (lambda s: s.replace("Frames: 2", "Frames: \u00b2"), r"small\.bvh:22: expected 'Frames"),
     ],
 )  # fmt: skip
 def test_parse_errors_name_file_and_line(edit, match):
@@ -201,9 +218,46 @@ def test_parse_errors_name_file_and_line(edit, match):
         parse_bvh(edit(SMALL), "small.bvh")
 
 
-def test_load_missing_file():
+def test_load_missing_file_folder_and_binary(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_bvh(Path("/nonexistent/x.bvh"))
+    (tmp_path / "x.bvh").mkdir()
+    with pytest.raises(BVHError, match=r"x\.bvh: is a folder, expected a BVH file"):
+        load_bvh(tmp_path / "x.bvh")
+    binary = tmp_path / "b.bvh"
+    binary.write_bytes(SMALL.encode().replace(b"JOINT b", b"JOINT \xff"))
+    with pytest.raises(BVHError, match=r"b\.bvh:10: not UTF-8 text \(byte 196\)"):
+        load_bvh(binary)
+
+
+def chain(depth: int) -> str:
+    """A root and a chain of ``depth`` joints, each bent by its own angles, two frames."""
+    parts = ["HIERARCHY", "ROOT r", "{", "OFFSET 0 0 0",
+             "CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation"]  # fmt: skip
+    for i in range(depth):
+        parts += [
+            f"JOINT j{i}",
+            "{",
+            "OFFSET 0.01 0.02 0",
+            "CHANNELS 3 Zrotation Xrotation Yrotation",
+        ]
+    parts += ["End Site", "{", "OFFSET 0 0.01 0", "}"] + ["}"] * (depth + 1)
+    rng = np.random.default_rng(0)
+    rows = [" ".join(f"{v:.4f}" for v in rng.uniform(-3, 3, 3 * depth + 6)) for _ in range(2)]
+    return "\n".join([*parts, "MOTION", "Frames: 2", "Frame Time: 0.01", *rows]) + "\n"
+
+
+def test_deep_hierarchy_parses_without_recursion():
+    text = chain(1100)  # deeper than Python's recursion limit (1000)
+    m = parse_bvh(text, "deep.bvh")
+    assert len(m.joint_names) == 1101 and m.skeleton().depth[-1] == 1100
+    pos = m.positions(end_sites=True)
+    ref = reference_positions(text, 1)
+    names = m.joint_names + m.end_site_names
+    want = np.stack([ref[n] for n in names[-50:]])
+    np.testing.assert_allclose(pos[1, -50:].numpy(), want, atol=1e-9)
+    with pytest.raises(BVHError, match=r"deep\.bvh:\d+: unexpected end of file"):
+        parse_bvh(text.split("MOTION")[0].rstrip("}\n"), "deep.bvh")
 
 
 def test_cmu31_skeleton_from_file_matches_builtin():

@@ -13,7 +13,9 @@ from tensorpose.io.coco import (
     CocoError,
     bundled_coco,
     coco_results,
+    image_folder,
     load_coco_keypoints,
+    missing_images,
     write_coco_results,
 )
 
@@ -38,8 +40,8 @@ def coco_json():
     return json.loads(bundled_coco().read_text())
 
 
-def _write(tmp_path, data, name="ann.json"):
-    p = tmp_path / name
+def _write(folder, data, name="ann.json"):
+    p = folder / name
     p.write_text(json.dumps(data))
     return p
 
@@ -159,3 +161,127 @@ def test_collate_pads_and_keeps_uint8():
     assert torch.equal(b["images"][1, :h, :w], torch.from_numpy(items[1]["image"]))
     assert int(b["images"][1, h:].sum()) == 0 and int(b["images"][1, :, w:].sum()) == 0
     assert torch.allclose(b["scale"][:, 0] / b["scale"][:, 1], torch.tensor(0.75))
+
+
+# ----------------------------------------------------------------------------- malformed ids
+def _people(d):
+    return [a for a in d["annotations"] if a["num_keypoints"] > 0 and not a["iscrowd"]]
+
+
+def test_categories_and_skeleton_must_be_lists(tmp_path, coco_json):
+    d = copy.deepcopy(coco_json)
+    d["categories"] = None
+    with pytest.raises(CocoError, match=r"c\.json: field 'categories' must be a list, got None"):
+        load_coco_keypoints(_write(tmp_path, d, "c.json"))
+    for skeleton, match in [
+        (5, r"categories\[0\]\.skeleton must be a list"),
+        ([[0, 1]], r"categories\[0\]\.skeleton\[0\] must be two keypoint numbers in 1\.\.17"),
+        ([[1, 2], ["a", "b"]], r"skeleton\[1\]"),
+        ([[1, 18]], r"skeleton\[0\]"),
+    ]:
+        d = copy.deepcopy(coco_json)
+        d["categories"][0]["skeleton"] = skeleton
+        with pytest.raises(CocoError, match=match):
+            load_coco_keypoints(_write(tmp_path, d, "s.json"))
+    d = copy.deepcopy(coco_json)
+    d["categories"][0]["skeleton"] = None  # no links is fine
+    assert load_coco_keypoints(_write(tmp_path, d, "n.json")).links == []
+    d["categories"][0]["keypoints"] = "nose,left_eye"
+    with pytest.raises(CocoError, match=r"categories\[0\]\.keypoints must be a list of names"):
+        load_coco_keypoints(_write(tmp_path, d, "k.json"))
+
+
+def test_ids_must_be_unique_integers(tmp_path, coco_json):
+    d = copy.deepcopy(coco_json)
+    people = _people(d)
+    by_image = {}
+    for a in people:
+        by_image.setdefault(a["image_id"], []).append(a)
+    (im_a, anns_a), (im_b, anns_b) = list(by_image.items())[:2]
+    images = {im["id"]: im for im in d["images"]}
+    images[im_b]["id"] = im_a  # two images share an id: their people could belong to either
+    ann_dup = people[-1]
+    ann_dup["id"] = people[-2]["id"]  # two annotations share an id
+    listed = next(a for a in people if a["image_id"] not in (im_a, im_b) and a not in people[-2:])
+    listed["image_id"] = [listed["image_id"]]  # a list-valued id
+    taken = (im_a, im_b, listed["image_id"][0])
+    half = next(a for a in people if a["image_id"] not in taken and a not in [*people[-2:], listed])
+    half["id"] = half["id"] + 0.5  # not an integer
+    path = _write(tmp_path, d, "ids.json")
+    with pytest.warns(UserWarning, match="bad record"):
+        c = load_coco_keypoints(path)
+    reasons = [str(p) for p in c.problems]
+    assert sum(f"id {im_a} is used by more than one image" in r for r in reasons) == 2
+    kept = {r.ann_id for r in c.records}
+    # nobody is pointed at the wrong file: the people of both images are left out
+    assert not kept & {a["id"] for a in anns_a + anns_b}
+    assert im_a not in c.images and im_b not in c.images
+    assert any("is used by more than one image" in r and str(anns_a[0]["id"]) in r for r in reasons)
+    assert people[-2]["id"] not in kept
+    assert sum("is used by more than one annotation" in r for r in reasons) == 2
+    assert listed["id"] not in kept and any("image_id [" in r for r in reasons)
+    assert any(f"id={half['id']!r}: id must be an integer" in r for r in reasons)
+    with pytest.raises(CocoError, match=r"ids\.json: image id=\d+: id \d+ is used by more"):
+        load_coco_keypoints(path, strict=True)
+    # integral floats are integers
+    d = copy.deepcopy(coco_json)
+    for im in d["images"]:
+        im["id"] = float(im["id"])
+    for a in d["annotations"]:
+        a["id"], a["image_id"] = float(a["id"]), float(a["image_id"])
+    c = load_coco_keypoints(_write(tmp_path, d, "floats.json"))
+    assert len(c) == 43 and c.problems == [] and all(type(r.ann_id) is int for r in c.records)
+
+
+def test_not_a_file_and_not_text(tmp_path):
+    with pytest.raises(CocoError, match="is a folder, expected a COCO annotation JSON file"):
+        load_coco_keypoints(tmp_path)
+    bad = tmp_path / "bin.json"
+    bad.write_bytes(b'{"images": [], "annotations": [], "x": "\xff"}')
+    with pytest.raises(CocoError, match=r"bin\.json: not UTF-8 text"):
+        load_coco_keypoints(bad)
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CocoError, match=r"bin\.json: not valid JSON \(nested too deeply\)"):
+        load_coco_keypoints(bad)
+
+
+# ----------------------------------------------------------------------------- image folders
+def _standard_layout(root, coco_json, images_dir):
+    """COCO's layout: annotations/person_keypoints_val2017.json and the images in
+    ``images_dir`` (links to the bundled images)."""
+    (root / "annotations").mkdir(parents=True)
+    images_dir.mkdir(parents=True)
+    for f in (bundled_coco().parent / "images").glob("*.jpg"):
+        (images_dir / f.name).symlink_to(f)
+    return _write(root / "annotations", coco_json, "person_keypoints_val2017.json")
+
+
+@pytest.mark.parametrize("images", ["val2017", "images/val2017"])
+def test_coco_standard_layout(tmp_path, coco_json, images):
+    path = _standard_layout(tmp_path, coco_json, tmp_path / images)
+    c = load_coco_keypoints(path)
+    assert c.image_root == tmp_path / images and len(c) == 43
+    assert all(r.file.is_file() and r.file.parent == tmp_path / images for r in c.records)
+    assert missing_images(c) == []
+    gone = sorted((tmp_path / images).glob("*.jpg"))[0]
+    gone.unlink()
+    missing = missing_images(c)
+    assert missing == [gone]
+    people_images = {r.file for r in c.records}
+    assert missing_images(c, people_only=True) == ([gone] if gone in people_images else [])
+
+
+def test_images_argument(tmp_path, coco_json):
+    bundled_images = bundled_coco().parent / "images"
+    path = _write(tmp_path, coco_json, "ann.json")
+    default = load_coco_keypoints(path)
+    assert default.image_root == tmp_path and len(missing_images(default)) == 16
+    c = load_coco_keypoints(path, bundled_images)
+    assert c.image_root == bundled_images and missing_images(c) == []
+    assert load_coco_keypoints(path, image_root=bundled_images).image_root == bundled_images
+    assert load_coco_keypoints(path, images=bundled_images).records[0].file.is_file()
+    with pytest.raises(TypeError, match="not both"):
+        load_coco_keypoints(path, images=tmp_path, image_root=bundled_images)
+    with pytest.raises(FileNotFoundError, match="images folder not found"):
+        load_coco_keypoints(path, images=tmp_path / "nope")
+    assert image_folder(bundled_coco()) == bundled_images  # <json folder>/images first

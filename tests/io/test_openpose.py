@@ -16,6 +16,7 @@ from tensorpose.io.openpose import (
     bundled_tracks,
     link_tracks,
     load_openpose,
+    openpose_folders,
     read_openpose_frames,
     write_openpose,
 )
@@ -139,26 +140,67 @@ def test_link_gate():
 
 # ----------------------------------------------------------------------------- layouts
 def test_layouts_and_coco17_mapping():
-    assert {k: len(v) for k, v in LAYOUTS.items()} == {"BODY_25": 25, "BODY_25B": 25, "COCO_18": 18}
+    assert {"BODY_25", "BODY_25B", "COCO_18"} <= set(LAYOUTS)
     coco = list(skeletons.coco17().names)
     for layout, idx in COCO17_INDEX.items():
         assert [LAYOUTS[layout][i] for i in idx] == coco
     assert COCO17_INDEX["BODY_25B"] == list(range(17))
 
 
+def reorder_as_body25(kp):
+    """BODY_25B ``(K=25, 3)`` rows re-ordered as BODY_25, its neck and mid-hip made as OpenPose
+    makes them (mean of the shoulders / hips)."""
+    b, a = LAYOUTS["BODY_25B"], LAYOUTS["BODY_25"]
+    rows = []
+    for name in a:  # test reference: a loop over joints
+        if name in ("neck", "mid_hip"):
+            pair = ("l_shoulder", "r_shoulder") if name == "neck" else ("l_hip", "r_hip")
+            p, q = kp[b.index(pair[0])], kp[b.index(pair[1])]
+            rows.append([(p[0] + q[0]) / 2, (p[1] + q[1]) / 2, min(p[2], q[2])])
+        else:
+            rows.append(list(kp[b.index(name)]))
+    return np.asarray(rows)
+
+
 def test_layout_detection(tmp_path):
+    src = sorted(bundled_tracks()[1].glob("*.json"))[:5]
+    docs = [json.loads(f.read_text())["people"] for f in src]
+    people = [[np.asarray(p["pose_keypoints_2d"]).reshape(25, 3) for p in d] for d in docs]
+    write_frames(tmp_path / "b25b", [[p.ravel().tolist() for p in d] for d in people])
+    write_frames(
+        tmp_path / "b25", [[reorder_as_body25(p).ravel().tolist() for p in d] for d in people]
+    )
+    tr = load_openpose(tmp_path / "b25b")
+    assert tr.layout == "BODY_25B" and "fits BODY_25B" in tr.layout_reason
+    tr = load_openpose(tmp_path / "b25")
+    assert tr.layout == "BODY_25" and "fits BODY_25" in tr.layout_reason
+    assert read_openpose_frames(tmp_path / "b25")[2] == "BODY_25"
+    given = load_openpose(tmp_path / "b25", layout="BODY_25B")  # explicit wins
+    assert given.layout == "BODY_25B" and given.layout_reason == "BODY_25B as given"
+    # the joints of the reordered folder land where their names say
+    torch.testing.assert_close(
+        tr.keypoints[..., LAYOUTS["BODY_25"].index("l_knee"), :],
+        load_openpose(tmp_path / "b25b").keypoints[..., 13, :],
+        equal_nan=True,
+    )
     write_frames(tmp_path / "c18", [[person(body((50, 50), 18))]])
     assert read_openpose_frames(tmp_path / "c18")[2] == "COCO_18"
-    write_frames(tmp_path / "b25", [[person(body((50, 50), 25))]])
-    assert read_openpose_frames(tmp_path / "b25")[2] == "BODY_25B"
-    assert load_openpose(tmp_path / "b25", layout="BODY_25").layout == "BODY_25"
-    with pytest.raises(OpenPoseError, match="expected 18"):
+    with pytest.raises(OpenPoseError, match="25 keypoints, expected 18"):
         read_openpose_frames(tmp_path / "b25", layout="COCO_18")
     with pytest.raises(ValueError, match="layout"):
         read_openpose_frames(tmp_path / "b25", layout="MPI_15")
     write_frames(tmp_path / "k20", [[person(body((50, 50), 20))]])
-    with pytest.raises(OpenPoseError, match="20 keypoints"):
+    with pytest.raises(OpenPoseError, match=r"f0000\.json: 20 keypoints match no known layout"):
         read_openpose_frames(tmp_path / "k20")
+
+
+def test_tracks_to_h36m17():
+    from tensorpose.layouts import to_h36m17
+
+    tr = load_openpose(bundled_tracks()[2])
+    h = tr.to_h36m17()
+    assert h.shape == (100, tr.num_tracks, 17, 3)
+    torch.testing.assert_close(h, to_h36m17(tr.keypoints, "BODY_25B"), equal_nan=True)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -167,6 +209,37 @@ def test_empty_and_missing_folder(tmp_path):
         load_openpose(tmp_path)
     with pytest.raises(FileNotFoundError):
         load_openpose(tmp_path / "nope")
+    (tmp_path / "a.json").write_text("{}")
+    with pytest.raises(OpenPoseError, match=r"a\.json: is a file, expected a folder"):
+        load_openpose(tmp_path / "a.json")
+
+
+def test_non_files_named_like_frames_are_skipped(tmp_path):
+    folder = write_frames(tmp_path / "cam", [[person(body((50 + t, 50)))] for t in range(3)])
+    (folder / "f0003.json").mkdir()  # a subfolder named like a frame
+    (folder / "f0001.json").unlink()
+    (folder / "f0001.json").mkdir()  # a frame replaced by a folder
+    tr = load_openpose(folder)
+    assert [f.name for f in tr.files] == ["f0000.json", "f0002.json"]
+    only_dirs = tmp_path / "dirs"
+    (only_dirs / "f0000.json").mkdir(parents=True)
+    with pytest.raises(OpenPoseError, match=r"dirs: no OpenPose \.json files"):
+        load_openpose(only_dirs)
+
+
+def test_openpose_folders(tmp_path):
+    assert openpose_folders(bundled_tracks()[0]) == [bundled_tracks()[0]]
+    assert openpose_folders(bundled_tracks()[0].parent) == bundled_tracks()
+    with pytest.raises(FileNotFoundError):
+        openpose_folders(tmp_path / "nope")
+    with pytest.raises(OpenPoseError, match="no OpenPose .json files in it or in its subfolders"):
+        openpose_folders(tmp_path)
+    (tmp_path / "x.json").mkdir()  # a folder named like a frame is not a frame
+    with pytest.raises(OpenPoseError, match="no OpenPose .json files"):
+        openpose_folders(tmp_path)
+    f = bundled_tracks()[0] / "cam01.0000.json"
+    with pytest.raises(OpenPoseError, match="is a file"):
+        openpose_folders(f)
 
 
 def test_malformed_json_names_the_file(tmp_path):
@@ -180,6 +253,21 @@ def test_malformed_json_names_the_file(tmp_path):
     (folder / "f0001.json").write_text('{"people": [{"pose_keypoints_2d": [1, 2]}]}')
     with pytest.raises(OpenPoseError, match=r"f0001\.json.*multiple of 3"):
         load_openpose(folder)
+    bad = {
+        "NaN": "a non-finite value",
+        '"1"': "'1', not a number",
+        "true": "True, not a number",
+        "1e12": "beyond 1e\\+07",
+        "[1]": "\\[1\\], not a number",
+    }
+    for value, message in bad.items():
+        doc = '{"people": [{"pose_keypoints_2d": [VALUE, 2, 0.5]}]}'
+        (folder / "f0001.json").write_text(doc.replace("VALUE", value))
+        with pytest.raises(OpenPoseError, match=rf"f0001\.json: people\[0\].*{message}"):
+            load_openpose(folder)
+    (folder / "f0001.json").write_text("[" * 10000 + "]" * 10000)
+    with pytest.raises(OpenPoseError, match=r"f0001\.json: malformed JSON: nested too deeply"):
+        load_openpose(folder)
 
 
 def test_different_joint_counts(tmp_path):
@@ -190,23 +278,61 @@ def test_different_joint_counts(tmp_path):
         load_openpose(folder)
 
 
-def test_frames_without_people_and_all_missing_tracks(tmp_path):
+def test_frames_without_people_and_empty_detections(tmp_path):
     K = 18
     ghost = body((300, 300), K)
-    ghost[:] = np.nan  # a 'person' whose joints were all undetected
+    ghost[:] = np.nan  # a 'person' whose joints were all undetected (0, 0, 0)
     frames = [[person(body((50 + t, 50)))] if t != 2 else [] for t in range(5)]
     frames[4].append(person(ghost))
     tr = load_openpose(write_frames(tmp_path / "cam", frames))
-    assert tr.people_per_frame == [1, 1, 0, 1, 2]
+    assert tr.people_per_frame == [1, 1, 0, 1, 1] and tr.ignored_people == 1
+    assert tr.num_tracks == 1  # the empty detection makes no track
     assert torch.isnan(tr.keypoints[2]).all()
     from tensorpose.ops.filters import kalman_smoother
 
     xy = kalman_smoother(tr.keypoints[..., :2].permute(1, 2, 0, 3))
     assert not torch.isnan(xy[0]).any()  # frame 2 predicted
-    assert torch.isnan(xy[1:]).all()  # a track never observed stays NaN
     with pytest.raises(OpenPoseError, match="no person"):
         load_openpose(write_frames(tmp_path / "none", [[], []]))
     assert load_openpose(tmp_path / "none", layout="COCO_18").keypoints.shape == (2, 0, 18, 3)
+
+
+def test_empty_detections_never_become_tracks(tmp_path):
+    # OpenPose lists people it found nothing of (all confidences 0), at other places each
+    # frame; unlinked, each would be a new track (T x ghosts tracks: gigabytes in the filters).
+    T, K, ghosts = 60, 25, 4
+    rng = np.random.default_rng(0)
+    frames = []
+    for t in range(T):
+        people = [person(body((100 + t, 100), K))]
+        for _ in range(ghosts):
+            g = np.column_stack([rng.uniform(0, 900, (K, 2)), np.zeros(K)])
+            people.append(g.ravel().tolist())
+        frames.append(people)
+    tr = load_openpose(write_frames(tmp_path / "cam", frames), layout="BODY_25")
+    assert tr.num_tracks == 1 and tr.ignored_people == T * ghosts
+    assert tr.people_per_frame == [1] * T
+    arrays = [np.asarray(p, float).reshape(len(p), K, 3) for p in frames]
+    assert link_tracks(arrays).shape == (T, 1, K, 3)  # link_tracks alone ignores them too
+
+
+def test_points_at_origin_are_missing(tmp_path):
+    K = 18
+    a = [body((200 + 2 * t, 200)) for t in range(6)]
+    frames = []
+    for t in range(6):
+        kp = np.asarray(person(a[t]), float).reshape(K, 3)
+        kp[:4, :2] = 0.0  # OpenPose's "not found" written with a nonzero confidence
+        frames.append([kp.ravel().tolist()])
+    tr = load_openpose(write_frames(tmp_path / "cam", frames))
+    assert tr.num_tracks == 1
+    assert torch.isnan(tr.keypoints[:, 0, :4]).all() and torch.isnan(tr.raw[:, 0, :4]).all()
+    assert not torch.isnan(tr.keypoints[:, 0, 4:]).any()
+    assert not tr.low_confidence[:, 0, :4].any()
+    # a person found only at (0, 0) is an empty detection
+    frames[3].append([0.0, 0.0, 0.7] * K)
+    tr = load_openpose(write_frames(tmp_path / "cam2", frames))
+    assert tr.num_tracks == 1 and tr.ignored_people == 1
 
 
 def test_natural_frame_order(tmp_path):
