@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from tensorpose.config import config_to_dict, load_config
+from tensorpose.inference import load_model
+from tensorpose.tasks import build_model
 from tensorpose.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from tensorpose.train.trainer import build_model, load_model
 
 
 def small_config(*extra):
@@ -21,7 +22,8 @@ def test_save_is_atomic_and_loads_with_weights_only(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]  # no temp file left
     payload = load_checkpoint(path)
     assert payload["config"]["model"]["channels"] == 8
-    rebuilt, cfg2, extra = load_model(path)
+    task, rebuilt, cfg2, extra = load_model(path, "cpu")
+    assert task.model is rebuilt and not rebuilt.training
     assert cfg2 == cfg and extra["mean_pose"].shape == (17, 3)
     for k, v in model.state_dict().items():
         torch.testing.assert_close(rebuilt.state_dict()[k], v)
@@ -47,7 +49,7 @@ def test_checkpoint_from_another_model_config_is_rejected(tmp_path):
     path = save_checkpoint(tmp_path / "ckpt.pt", build_model(cfg), config_to_dict(cfg))
     other = config_to_dict(small_config("model.channels=16", "model.head=direct"))["model"]
     with pytest.raises(CheckpointError, match=r"another model config: channels: checkpoint has 8"):
-        load_model(path, other)
+        load_model(path, model_config=other)
     # Weights that do not fit the stored config (e.g. a hand-edited config) are named too.
     payload = torch.load(path, weights_only=True)
     payload["config"]["model"]["channels"] = 16
