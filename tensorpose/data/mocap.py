@@ -313,13 +313,11 @@ def load_lifting_split(
         up_axis: up axis of world-coordinate npz data.
 
     Raises:
-        ValueError: the data's skeleton is not ``skeleton``, or the npz file mixes world-only
-            and per-camera entries.
+        ValueError: the BVH mapping's skeleton is not ``skeleton``; see also
+            :func:`load_npz`.
     """
-    if source == "npz":
+    if source == "npz":  # world sequences, or (with positions_2d) per-camera clips
         world, clips = load_npz(npz, skeleton, entries, up_axis)
-        if world and clips:
-            raise ValueError(f"{npz}: mixes world-only and per-camera entries; split them")
         if clips:
             spec = spec or CameraSpec()
             return LiftingSet.from_arrays(clips, skeleton, spec.width, spec.height)
