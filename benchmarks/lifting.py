@@ -29,8 +29,9 @@ from benchmarks.common import device_name, times
 from tensorpose.config import load_config
 from tensorpose.data.mocap import LiftingSet
 from tensorpose.ops.camera import normalize_screen
-from tensorpose.tasks import LiftingTask, build_model, load_lifting_split
-from tensorpose.train.trainer import resolve_device
+from tensorpose.tasks import build_model
+from tensorpose.tasks.lifting import LiftingTask
+from tensorpose.train.distributed import resolve_device
 
 ROOT = Path(__file__).resolve().parent
 
@@ -69,9 +70,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     torch.manual_seed(0)
-    train_set = load_lifting_split(cfg, cfg.data.train, cfg.data.train_cameras).to(device)
     model = build_model(cfg).to(device).train()
     task = LiftingTask(model, cfg)
+    train_set = task.load_split(cfg.data.train, cfg.data.train_cameras).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, amsgrad=True)
     rf = model.receptive_field()
     B = cfg.train.batch_size

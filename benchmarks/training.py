@@ -31,7 +31,8 @@ from tensorpose.config import load_config
 from tensorpose.data.images import TopDownDataset
 from tensorpose.models.deeppose import deeppose
 from tensorpose.ops.heatmap import gaussian_heatmaps
-from tensorpose.tasks import TopDownTask, build_model
+from tensorpose.tasks import build_model
+from tensorpose.tasks.topdown import TopDownTask
 
 ROOT = Path(__file__).resolve().parent.parent
 SK = skeletons.get("coco17")

@@ -32,6 +32,7 @@ import cv2
 import numpy as np
 import torch
 
+from .augment_config import AugmentConfig
 from .data.images import split_errors, stack_fields
 from .ops._constants import constant
 from .ops.affine import crop_matrix, transform_points, warp_affine
@@ -50,46 +51,6 @@ __all__ = [
 ]
 
 GREY = (0.299, 0.587, 0.114)
-
-
-@dataclass
-class AugmentConfig:
-    """Ranges of the random augmentation (defaults: the usual COCO top-down recipe).
-
-    Attributes:
-        output_size: ``(H, W)`` of the crops.
-        scale: window scale factor ``clip(1 + scale * N(0, 1), 1 - scale, 1 + scale)``.
-        rotation: degrees; angle ``clip(rotation * N(0, 1), -2 rotation, 2 rotation)`` with
-            probability ``rotation_prob``, else 0.
-        shift: window shift, fraction of its size, ``clip(shift * N(0, 1), -2 shift, 2 shift)``.
-        flip_prob: probability of a left-right flip (joint identities swap).
-        brightness, contrast, saturation: factors ``1 + U(-v, v)``.
-        hue: hue rotation ``U(-hue, hue)`` turns.
-        noise: gaussian noise standard deviation ``U(0, noise)`` grey levels, with probability
-            ``noise_prob``.
-        shadow_prob: probability of a half-plane shadow; its brightness factor is
-            ``1 - U(*shadow_strength)``.
-    """
-
-    output_size: tuple[int, int] = (256, 192)
-    scale: float = 0.3
-    rotation: float = 30.0
-    rotation_prob: float = 0.6
-    shift: float = 0.0
-    flip_prob: float = 0.5
-    brightness: float = 0.2
-    contrast: float = 0.2
-    saturation: float = 0.2
-    hue: float = 0.02
-    noise: float = 5.0
-    noise_prob: float = 0.3
-    shadow_prob: float = 0.3
-    shadow_strength: tuple[float, float] = (0.3, 0.6)
-
-    @classmethod
-    def identity(cls, output_size: tuple[int, int] = (256, 192)) -> AugmentConfig:
-        """No randomness: the plain crop (evaluation)."""
-        return cls(output_size, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass

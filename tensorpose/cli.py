@@ -1,5 +1,6 @@
-"""The ``tensorpose`` command. Each subcommand is a small function; heavy imports happen inside
-it so ``tensorpose --help`` stays fast."""
+"""The ``tensorpose`` command. Each subcommand parses its arguments, calls one library function
+and prints what it returns; heavy imports happen inside the command so ``tensorpose --help``
+stays fast."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+# ---------------------------------------------------------------------- commands
 def _bench_kinematics(args: argparse.Namespace) -> int:
     bench = Path(__file__).resolve().parent.parent / "benchmarks" / "kinematics.py"
     if not bench.exists():
@@ -25,185 +27,67 @@ def _bench_kinematics(args: argparse.Namespace) -> int:
 
 
 def _bvh_info(args: argparse.Namespace) -> int:
-    from .io.bvh import bundled_bvh, load_bvh
+    from .info import bvh_info
 
-    paths = args.files or bundled_bvh()
-    for p in paths:
-        m = load_bvh(p)
-        pos, sk = m.to_skeleton(args.mapping)
-        height = (pos[:, sk.index("head"), 1] - pos[:, :, 1].min(1).values).median()
-        print(
-            f"{p}: {m.num_frames} frames at {m.fps:.1f} fps, {len(m.joint_names)} joints, "
-            f"{len(m.end_sites)} end sites; {sk.name} median height {height:.2f} m"
-        )
+    print("\n".join(bvh_info(args.files, args.mapping)))
+    return 0
+
+
+def _coco_info(args: argparse.Namespace) -> int:
+    from .info import coco_info
+
+    print("\n".join(coco_info(args.file, args.min_keypoints)))
     return 0
 
 
 def _smooth(args: argparse.Namespace) -> int:
-    import torch
+    from .smoothing import FilterSettings, smooth_folder
 
-    from .io.openpose import LAYOUTS, load_openpose, write_openpose
-    from .ops.filters import jitter, kalman_filter, kalman_smoother, lag, one_euro_filter
-
-    src = Path(args.input_dir)
-    if not src.is_dir():
-        raise FileNotFoundError(f"input folder not found: {src}")
-    # One OpenPose folder, or a folder of camera folders (e.g. the bundled tracks).
-    if any(src.glob("*.json")):
-        inputs = [src]
-    else:
-        inputs = sorted(d for d in src.iterdir() if d.is_dir() and any(d.glob("*.json")))
-        if not inputs:
-            raise ValueError(f"{src}: no OpenPose .json files in it or in its subfolders")
-    out_root = Path(args.out) if args.out else Path.cwd() / f"smoothed_{src.name}_{args.method}"
-
-    def smooth(x: torch.Tensor) -> torch.Tensor:
-        if args.method == "one-euro":
-            return one_euro_filter(x, args.fps, args.min_cutoff, args.beta, args.d_cutoff)
-        fn = kalman_filter if args.method == "kalman" else kalman_smoother
-        kw = {"process_noise": args.process_noise, "measurement_noise": args.measurement_noise}
-        return fn(x, model=args.model, **kw)
-
-    for folder in inputs:
-        tracks = load_openpose(folder, args.layout, args.min_confidence)
-        kp = tracks.keypoints  # (T, P, K, 3), NaN = missing
-        raw = kp[..., :2].permute(1, 2, 0, 3)  # (P, K, T, 2): filters run along T
-        sm = smooth(raw)
-        out_dir = out_root if len(inputs) == 1 else out_root / folder.name
-        xy = sm.permute(2, 0, 1, 3)
-        write_openpose(torch.cat([xy, kp[..., 2:]], -1), out_dir, [f.name for f in tracks.files])
-        T, P, K = kp.shape[:3]
-        present = (tracks.raw[..., 2] > 0).any(-1, keepdim=True).expand(T, P, K)
-        missing = torch.isnan(kp[..., 0])[present].float().mean() * 100
-        low = tracks.low_confidence
+    settings = FilterSettings(args.method, args.fps, args.model, args.process_noise,
+                              args.measurement_noise, args.min_cutoff, args.beta,
+                              args.d_cutoff)  # fmt: skip
+    report = smooth_folder(args.input_dir, args.out, settings, args.layout, args.min_confidence,
+                           None if args.no_plot else args.joint, args.track)  # fmt: skip
+    for r in report:
         print(
-            f"{folder.name}: {T} frames, {P} tracks ({tracks.layout}); of the joints of present "
-            f"people {missing:.1f}% are missing, {int(low.sum())} of them detected with "
-            f"confidence < {args.min_confidence} and treated as missing; jitter "
-            f"{jitter(raw):.3f} -> {jitter(sm.masked_fill(raw.isnan(), float('nan'))):.3f} "
-            f"px/frame^2 (on the same frames), lag {lag(raw, sm):+.2f} frames "
-            f"({args.method}) -> {out_dir}"
+            f"{r['folder']}: {r['frames']} frames, {r['tracks']} tracks ({r['layout']}); of the "
+            f"joints of present people {r['missing_pct']:.1f}% are missing, "
+            f"{r['low_confidence']} of them detected with confidence < {args.min_confidence} "
+            f"and treated as missing; jitter {r['jitter_raw']:.3f} -> "
+            f"{r['jitter_smoothed']:.3f} px/frame^2 (on the same frames), lag {r['lag']:+.2f} "
+            f"frames ({args.method}) -> {r['out_dir']}"
         )
-        if args.no_plot:
-            continue
-        names = LAYOUTS[tracks.layout]
-        if args.joint not in names:
-            raise ValueError(f"--joint must be one of {names}, got {args.joint!r}")
-        j = names.index(args.joint)
-        counts = (~torch.isnan(raw[..., 0])).sum((1, 2))  # most observed: main subject
-        p = int(counts.argmax()) if args.track is None else args.track
-        if not 0 <= p < P:
-            raise ValueError(f"--track must be in [0, {P}), got {p}")
-        from .viz import plot_joint_xy
-
-        png = out_root / f"{folder.name}_{args.joint}_track{p}.png"
-        plot_joint_xy(
-            raw[p, j],
-            {args.method: sm[p, j]},
-            png,
-            fps=args.fps,
-            title=f"{folder.name}: {args.joint} of track {p}, raw vs {args.method}",
-            dropped=tracks.raw[:, p, j, :2].masked_fill(~low[:, p, j, None], float("nan")),
-        )
-        print(f"  picture: {png}")
-
-
-def _coco_info(args: argparse.Namespace) -> int:
-    from .io.coco import bundled_coco, load_coco_keypoints
-
-    path = args.file or bundled_coco()
-    d = load_coco_keypoints(path, min_keypoints=args.min_keypoints, warn=False)
-    vis = sum(r.num_keypoints for r in d.records)
-    print(
-        f"{path}: {len(d.images)} images, {len(d)} people kept ({vis} labelled keypoints, "
-        f"K={len(d.keypoint_names)}); skipped: "
-        + ", ".join(f"{k} {v}" for k, v in d.skipped.items())
-    )
-    for p in d.problems:
-        print(f"  bad record: {p}")
+        if r["picture"] is not None:
+            print(f"  picture: {r['picture']}")
     return 0
 
 
 def _viz(args: argparse.Namespace) -> int:
-    import cv2
+    from .viz import augment_picture
 
-    from . import skeletons
-    from .augment import AugmentConfig
-    from .data.images import TopDownDataset
-    from .io.coco import bundled_coco, load_coco_keypoints
-    from .viz import augment_grid
-
-    H, W = args.size
-    coco = load_coco_keypoints(args.coco or bundled_coco())
-    ds = TopDownDataset(coco, aspect_ratio=W / H, cache_images=True)
-    if args.people:
-        people = args.people
-    else:  # spread over the dataset
-        n = min(args.rows, len(ds))
-        people = [round(i * (len(ds) - 1) / max(n - 1, 1)) for i in range(n)]
-    bad = [i for i in people if not 0 <= i < len(ds)]
-    if bad:
-        raise ValueError(f"--people {bad}: the dataset has {len(ds)} people (0..{len(ds) - 1})")
-    cfg = AugmentConfig(output_size=(H, W), shift=0.05)
-    sk = skeletons.get("coco17")
-    grid = augment_grid(
-        ds, sk, cfg, people, args.augmentations, args.seed, args.backend, links=coco.links
-    )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
-        raise ValueError(f"{out}: could not write the picture (unknown extension?)")
+    people = augment_picture(args.out, args.coco, tuple(args.size), args.people, args.rows,
+                             args.augmentations, args.backend, args.seed)  # fmt: skip
     print(
-        f"wrote {out}: {len(people)} people x (plain + {args.augmentations} augmented) crops, "
-        f"{args.backend} backend; green = person's left, orange = right"
+        f"wrote {args.out}: {len(people)} people x (plain + {args.augmentations} augmented) "
+        f"crops, {args.backend} backend; green = person's left, orange = right"
     )
+    return 0
 
 
-# ---------------------------------------------------------------------- 3D lifting
-_METRIC_ROWS = (
-    ("mpjpe_mm", "MPJPE", "mm"),
-    ("p_mpjpe_mm", "P-MPJPE (Procrustes)", "mm"),
-    ("n_mpjpe_mm", "N-MPJPE (scale)", "mm"),
-    ("mpjve_mm", "MPJVE (velocity)", "mm/frame"),
-    ("bone_std_mm", "bone length std", "mm"),
-    ("mean_pose_mpjpe_mm", "mean-pose MPJPE (baseline)", "mm"),
-)
-_JSON_KEYS = ("mpjpe_mm", "p_mpjpe_mm", "n_mpjpe_mm", "mpjve_mm", "bone_std_mm", "frames")
+def _print_evaluation(m: dict, header: str, as_json: bool = False) -> None:
+    """An evaluation as the task reports it (or its JSON part)."""
+    from .tasks import get_task
+
+    task = get_task(m["task"])
+    if as_json:
+        print(json.dumps(task.metrics_json(m)))
+    else:
+        print("\n".join([header, *task.report(m)]))
 
 
-def _metrics_json(m: dict) -> dict:
-    out = {k: m[k] for k in _JSON_KEYS}
-    if "mean_pose_mpjpe_mm" in m:
-        out["mean_pose_mpjpe_mm"] = m["mean_pose_mpjpe_mm"]
-    return out
-
-
-def _print_metrics(m: dict, header: str) -> None:
-    print(header)
-    print(
-        f"  {', '.join(m['sequences'])}: {m['frames']} poses ({m['cameras']} virtual cameras, "
-        f"{m['fps']:.0f} fps)"
-    )
-    for key, label, unit in _METRIC_ROWS:
-        if key in m:
-            print(f"  {label:<28s} {m[key]:10.4g} {unit}")
-
-
-def _print_2d(m: dict, header: str) -> None:
-    print(header)
-    print(f"  {m['people']} people, plain crops")
-    rows = (("pck", "PCK@0.2 (box)"), ("pck50", "PCK@0.5 (box)"), ("auc", "AUC (PCK 0..0.5)"),
-            ("epe_px", "EPE (px)"), ("oks", "mean OKS"), ("AP", "COCO AP"), ("AP50", "COCO AP50"),
-            ("AR", "COCO AR"))  # fmt: skip
-    for key, label in rows:
-        if key in m:
-            print(f"  {label:<28s} {m[key]:10.4g}")
-    if "AP" not in m:
-        print("  COCO AP: install pycocotools (the coco extra) to compute it")
-
-
-def _train_config(args: argparse.Namespace):
+def _train(args: argparse.Namespace) -> int:
     from .config import load_config
+    from .runs import train_and_evaluate
 
     config, overrides = args.config, list(args.overrides)
     if config and "=" in config:  # no config file, only overrides
@@ -213,53 +97,30 @@ def _train_config(args: argparse.Namespace):
         if not stored.is_file():
             raise FileNotFoundError(f"--resume {args.resume}: no config.yaml in that run folder")
         config = config or stored
-    return load_config(config, overrides)  # no file: the defaults (the lifting recipe)
-
-
-def _train(args: argparse.Namespace) -> int:
-    from .train.trainer import evaluate_checkpoint, train
-
-    cfg = _train_config(args)
-    result = train(cfg, args.resume, progress=not args.quiet, resume=bool(args.resume),
-                   profile=args.profile)  # fmt: skip
-    if result["world_size"] > 1 and int(__import__("os").environ.get("RANK", "0")) != 0:
+    cfg = load_config(config, overrides)  # no file: the defaults (the lifting recipe)
+    result, m = train_and_evaluate(cfg, args.resume, not args.quiet, args.profile)
+    if m is None:  # a DDP rank other than 0
         return 0
-    m = evaluate_checkpoint(result["checkpoint"], device=cfg.train.device)
-    if cfg.task == "lift":
-        (result["run_dir"] / "metrics.json").write_text(json.dumps(_metrics_json(m), indent=1))
-        _print_metrics(m, f"held-out evaluation of {result['checkpoint']}")
-    else:
-        (result["run_dir"] / "metrics.json").write_text(json.dumps(m, indent=1))
-        _print_2d(m, f"evaluation of {result['checkpoint']}")
+    _print_evaluation(m, f"evaluation of {result['checkpoint']}")
     print(f"run folder: {result['run_dir']}  ({result['seconds']:.0f} s)")
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
     from .config import config_to_dict, load_config
-    from .train.trainer import evaluate_checkpoint
+    from .inference import evaluate
 
-    model_config = None
-    if args.config:
-        model_config = config_to_dict(load_config(args.config))["model"]
-    m = evaluate_checkpoint(args.checkpoint, args.bvh, args.mapping, model_config, args.device,
-                            annotations=args.coco)  # fmt: skip
-    if "task" in m:  # 2D
-        if args.json:
-            print(json.dumps(m))
-        else:
-            _print_2d(m, f"evaluation of {args.checkpoint}")
-        return 0
-    if args.json:
-        print(json.dumps(_metrics_json(m)))
-    else:
-        _print_metrics(m, f"evaluation of {args.checkpoint}")
+    model_config = config_to_dict(load_config(args.config))["model"] if args.config else None
+    options = {"bvh": args.bvh, "mapping": args.mapping, "annotations": args.coco}
+    m = evaluate(args.checkpoint, args.device, model_config,
+                 **{k: v for k, v in options.items() if v is not None})  # fmt: skip
+    _print_evaluation(m, f"evaluation of {args.checkpoint}", args.json)
     return 0
 
 
 def _profile_data(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .train.trainer import profile_data
+    from .train.profiler import profile_data
 
     cfg = load_config(args.config, args.overrides)
     rows = profile_data(cfg, args.workers, args.batches)
@@ -272,59 +133,31 @@ def _profile_data(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import time
+    from .runs import demo
 
-    from .config import load_config
-    from .train.trainer import evaluate_checkpoint, train
-    from .viz import plot_curves, plot_skeletons_3d
-
-    t0 = time.perf_counter()
-    overrides = [f"model.head={args.head}", *args.overrides]
-    cfg = load_config(None, overrides)
-    run_dir = Path(args.out) / (args.name or f"demo_{cfg.model.head}")
-    print(
-        f"tensorpose demo: training the {cfg.model.head} lifter on CMU {', '.join(cfg.data.train)}"
-        f" ({cfg.data.train_cameras} virtual cameras, {cfg.train.epochs} epochs), held out: "
-        f"{', '.join(cfg.data.val)} -> {run_dir}"
-    )
-    result = train(cfg, run_dir, progress=not args.quiet)
-    m = evaluate_checkpoint(result["checkpoint"], device=cfg.train.device, return_predictions=True)
-    metrics = _metrics_json(m)
-    metrics["seconds"] = round(time.perf_counter() - t0, 1)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    title = f"{cfg.model.head} head, held out {', '.join(m['sequences'])}"
-    plot_curves(result["history"], run_dir / "curves.png", title)
-    clip = m["predictions"][0]
-    T = clip["pred"].shape[0]
-    frames = [int(T * q) for q in (0.2, 0.4, 0.6, 0.8)]
-    err = (clip["pred"] - clip["target"]).norm(dim=-1).mean(-1)
-    labels = [f"frame {f}: {1000 * float(err[f]):.0f} mm" for f in frames]
-    sk = m["data"].skeleton
-    plot_skeletons_3d(
-        clip["target"][frames], clip["pred"][frames], sk, run_dir / "skeletons.png",
-        labels=labels, title=f"{title}, camera {m['data'].clips[clip['clip']].camera}",
-    )  # fmt: skip
-    metrics["seconds"] = round(time.perf_counter() - t0, 1)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    _print_metrics(m, f"held-out evaluation ({cfg.model.head} head)")
-    print(f"wall time {metrics['seconds']:.0f} s; run folder {run_dir}: config.yaml, "
+    out = demo(args.overrides, args.head, args.out, args.name, progress=not args.quiet)
+    head = out["config"].model.head
+    _print_evaluation(out["metrics"], f"held-out evaluation ({head} head)")
+    print(f"wall time {out['seconds']:.0f} s; run folder {out['run_dir']}: config.yaml, "
           "checkpoint.pt, metrics.json, history.json, curves.png, skeletons.png")  # fmt: skip
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tensorpose", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+# ---------------------------------------------------------------------- arguments
+def add_bench_kinematics(sub) -> None:
     p = sub.add_parser("bench-kinematics", help="run benchmarks/kinematics.py (source checkout)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
     p.set_defaults(func=_bench_kinematics)
 
+
+def add_bvh_info(sub) -> None:
     p = sub.add_parser("bvh-info", help="summarise BVH files (default: the bundled CMU files)")
     p.add_argument("files", nargs="*", help="BVH files")
     p.add_argument("--mapping", default=None, help="joint-name mapping (default: detect)")
     p.set_defaults(func=_bvh_info)
 
+
+def add_smooth(sub) -> None:
     p = sub.add_parser(
         "smooth",
         help="smooth OpenPose JSON tracks (Kalman, RTS smoother or One-Euro)",
@@ -340,26 +173,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", default=None, help="BODY_25, BODY_25B or COCO_18 (default: detect)")
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--model", choices=["velocity", "acceleration"], default="velocity")
-    p.add_argument(
-        "--process-noise", type=float, default=0.5, help="Kalman q, (px/frame^2)^2 (default 0.5)"
-    )
-    p.add_argument(
-        "--measurement-noise", type=float, default=9.0, help="Kalman r, px^2 (default 9)"
-    )
+    p.add_argument("--process-noise", type=float, default=0.5,
+                   help="Kalman q, (px/frame^2)^2 (default 0.5)")  # fmt: skip
+    p.add_argument("--measurement-noise", type=float, default=9.0,
+                   help="Kalman r, px^2 (default 9)")  # fmt: skip
     p.add_argument("--min-cutoff", type=float, default=1.0, help="One-Euro, Hz (default 1)")
     p.add_argument("--beta", type=float, default=0.01, help="One-Euro, 1/px (default 0.01)")
     p.add_argument("--d-cutoff", type=float, default=1.0, help="One-Euro, Hz (default 1)")
     p.add_argument("--joint", default="r_wrist", help="joint to draw (default r_wrist)")
-    p.add_argument(
-        "--track", type=int, default=None, help="track to draw (default: the most observed)"
-    )
+    p.add_argument("--track", type=int, default=None,
+                   help="track to draw (default: the most observed)")  # fmt: skip
     p.add_argument("--no-plot", action="store_true", help="skip the picture")
     p.set_defaults(func=_smooth)
+
+
+def add_coco_info(sub) -> None:
     p = sub.add_parser("coco-info", help="summarise a COCO keypoint file and its bad records")
     p.add_argument("file", nargs="?", help="annotation JSON (default: the bundled subset)")
     p.add_argument("--min-keypoints", type=int, default=1)
     p.set_defaults(func=_coco_info)
 
+
+def add_viz(sub) -> None:
     p = sub.add_parser("viz", help="draw augmented crops with keypoints and skeleton links")
     p.add_argument("--coco", default=None, help="annotation JSON (default: the bundled subset)")
     p.add_argument("--out", default="runs/viz/augment.png", help="output picture")
@@ -370,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("device", "cpu"), default="device")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_viz)
+
+
+def add_train(sub) -> None:
     p = sub.add_parser(
         "train",
         help="train any task from a YAML recipe (configs/lift_cmu.yaml, deeppose_coco.yaml, ...)",
@@ -385,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
 
+
+def add_profile_data(sub) -> None:
     p = sub.add_parser("profile-data", help="time the input pipeline alone (samples/s per worker)")
     p.add_argument("config", help="YAML config file")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides")
@@ -392,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batches", type=int, default=10)
     p.set_defaults(func=_profile_data)
 
+
+def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a checkpoint (lifting: BVH files; 2D: COCO)")
     p.add_argument("checkpoint", help="checkpoint.pt written by train/demo")
     p.add_argument("--bvh", nargs="+", default=None, help="BVH files (default: held-out ones)")
@@ -402,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_eval)
 
+
+def add_demo(sub) -> None:
     p = sub.add_parser(
         "demo", help="train + evaluate the default lifter on CMU mocap, with pictures"
     )
@@ -411,6 +255,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="", help="run folder name (default demo_<head>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_demo)
+
+
+COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
+            add_profile_data, add_eval, add_demo)  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tensorpose", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 

@@ -1,5 +1,4 @@
-"""3D pose metrics as batched tensor functions (definitions of VideoPose3D's ``common/loss.py``),
-plus a streaming mean that stays on the device until :meth:`RunningMean.compute`.
+"""3D pose metrics as batched tensor functions (definitions of VideoPose3D's ``common/loss.py``).
 
 Every metric takes ``pred`` and ``target`` of the same shape ``(..., J, 3)`` (``(..., T, J, 3)``
 where a time axis is needed) and ``reduction``:
@@ -16,16 +15,15 @@ from __future__ import annotations
 import torch
 
 from .ops.kinematics import bone_lengths
+from .ops.procrustes import procrustes_align
 from .skeleton import Skeleton
 
 __all__ = [
-    "RunningMean",
     "bone_length_std",
     "mpjpe",
     "mpjve",
     "n_mpjpe",
     "p_mpjpe",
-    "procrustes_align",
 ]
 
 _REDUCTIONS = ("mean", "none")
@@ -62,33 +60,6 @@ def mpjpe(pred: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> 
     """
     _check_pair(pred, target)
     return _reduce(torch.linalg.vector_norm(pred - target, dim=-1).mean(-1), reduction)
-
-
-def procrustes_align(pred: torch.Tensor, target: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """``pred (..., J, 3)`` moved by the similarity transform (scale, rotation, translation) that
-    best fits ``target`` per pose, with the reflection fix (a proper rotation, det = +1).
-    Batched SVD over all leading dims."""
-    _check_pair(pred, target)
-    mu_x = target.mean(-2, keepdim=True)
-    mu_y = pred.mean(-2, keepdim=True)
-    x0, y0 = target - mu_x, pred - mu_y
-    norm_x = x0.square().sum((-2, -1), keepdim=True).sqrt().clamp_min(eps)
-    norm_y = y0.square().sum((-2, -1), keepdim=True).sqrt().clamp_min(eps)
-    x0, y0 = x0 / norm_x, y0 / norm_y
-    h = x0.transpose(-1, -2) @ y0  # (..., 3, 3)
-    u, s, vt = torch.linalg.svd(h)
-    v = vt.transpose(-1, -2)
-    # Reflection fix: flip the last singular vector where V U^T would be a reflection.
-    sign = torch.sign(torch.linalg.det(v @ u.transpose(-1, -2)))
-    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
-    fix = torch.ones_like(s)
-    fix[..., -1] = sign
-    v = v * fix.unsqueeze(-2)
-    rot = v @ u.transpose(-1, -2)
-    trace = (s * fix).sum(-1)[..., None, None]
-    scale = trace * norm_x / norm_y
-    trans = mu_x - scale * (mu_y @ rot)
-    return scale * (pred @ rot) + trans
 
 
 def p_mpjpe(pred: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -131,32 +102,3 @@ def bone_length_std(
         raise ValueError(f"pred must have shape (..., T, J, 3), got {tuple(pred.shape)}")
     lengths = bone_lengths(pred, skeleton)  # (..., T, S)
     return _reduce(lengths.std(dim=-2, correction=0), reduction)
-
-
-class RunningMean:
-    """A weighted running mean kept on the device: :meth:`update` never synchronises;
-    :meth:`compute` returns a Python float (one sync), to call at log intervals.
-
-    Example:
-        >>> m = RunningMean()
-        >>> m.update(torch.tensor(2.0), 3); m.update(torch.tensor(4.0), 1)
-        >>> m.compute()
-        2.5
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.total: torch.Tensor | float = 0.0
-        self.count: torch.Tensor | float = 0.0
-
-    def update(self, value: torch.Tensor, weight: float | torch.Tensor = 1.0) -> None:
-        """Add ``value`` (a mean over ``weight`` items) without leaving the device."""
-        self.total = self.total + value.detach() * weight
-        self.count = self.count + weight
-
-    def compute(self) -> float:
-        if isinstance(self.count, float) and self.count == 0.0:
-            return float("nan")
-        return float(self.total / self.count)

@@ -344,3 +344,44 @@ def plot_skeletons_3d(
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def augment_picture(
+    out: str | Path,
+    coco: str | Path | None = None,
+    size: tuple[int, int] = (256, 192),
+    people: Sequence[int] | None = None,
+    rows: int = 4,
+    augmentations: int = 5,
+    backend: str = "device",
+    seed: int = 0,
+) -> list[int]:
+    """Write :func:`augment_grid` of COCO people (``coco``: default the bundled subset) to the
+    picture ``out``: ``size`` ``(H, W)`` crops, the dataset indices ``people`` (default
+    ``rows`` people spread over the dataset). Returns the people drawn.
+
+    Raises:
+        ValueError: an index outside the dataset, or a picture that cannot be written.
+    """
+    from . import skeletons
+    from .augment import AugmentConfig
+    from .data.images import TopDownDataset
+    from .io.coco import bundled_coco, load_coco_keypoints
+
+    H, W = size
+    data = load_coco_keypoints(coco or bundled_coco())
+    ds = TopDownDataset(data, aspect_ratio=W / H, cache_images=True)
+    if not people:
+        n = min(rows, len(ds))
+        people = [round(i * (len(ds) - 1) / max(n - 1, 1)) for i in range(n)]
+    bad = [i for i in people if not 0 <= i < len(ds)]
+    if bad:
+        raise ValueError(f"people {bad}: the dataset has {len(ds)} people (0..{len(ds) - 1})")
+    cfg = AugmentConfig(output_size=(H, W), shift=0.05)
+    grid = augment_grid(ds, skeletons.get("coco17"), cfg, people, augmentations, seed, backend,
+                        links=data.links)  # fmt: skip
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
+        raise ValueError(f"{out}: could not write the picture (unknown extension?)")
+    return list(people)

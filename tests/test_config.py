@@ -87,3 +87,44 @@ def test_round_trip(tmp_path):
     save_config(cfg, tmp_path / "config.yaml")
     assert load_config(tmp_path / "config.yaml") == cfg
     assert config_from_dict(config_to_dict(cfg)) == cfg
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["task=heatmap", "data.input_size=[100, 100]"], "data.input_size must be multiples of 32"),
+        (["task=heatmap", "model.depth=34"], "model.depth must be 10 or 18"),
+        (["task=deeppose", "data.input_size=[256, 192]"], "alexnet needs data.input_size"),
+        (["task=deeppose", "data.flip_prob=2"], "data.flip_prob must be a probability"),
+        (["task=deeppose", "data.head=x"], r"unknown config key 'data.head'.*\[task: deeppose\]"),
+        (["task=lift", "data.input_size=[64, 64]"], r"\[task: lift\]"),
+        (["task=centernet"], "unknown task 'centernet'; known tasks: deeppose, heatmap, lift"),
+    ],
+)
+def test_task_sections_check_themselves(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_2d_data_section_has_the_augmentation_ranges():
+    """The 2D ``data`` keys include every augmentation range, with AugmentConfig's defaults,
+    and a recipe's values reach the task's AugmentConfig."""
+    from dataclasses import fields
+
+    from tensorpose.augment import AugmentConfig
+    from tensorpose.tasks import build_task
+
+    cfg = load_config(None, ["task=heatmap"])
+    ranges = {f.name for f in fields(AugmentConfig)} - {"output_size", "shadow_strength"}
+    assert {k: getattr(cfg.data, k) for k in ranges} == {
+        k: getattr(AugmentConfig(), k) for k in ranges
+    }
+    recipe = load_config(CONFIGS / "heatmap_coco.yaml", ["data.shift=0.07"])
+    aug = build_task(recipe).augment_config()
+    assert (aug.scale, aug.rotation, aug.shift, aug.output_size) == (0.1, 10.0, 0.07, (128, 96))
+
+
+def test_switching_task_takes_its_sections():
+    cfg = load_config(None, ["task=deeppose", "model.backbone=resnet10", "task=heatmap"])
+    assert cfg.task == "heatmap" and not hasattr(cfg.model, "backbone")
+    assert config_from_dict(config_to_dict(cfg)) == cfg

@@ -2,8 +2,9 @@
 
 The path of one batch:
 
-1. :func:`load_bvh_sequences` (or :func:`load_npz`): files -> :class:`MocapSequence` world
-   positions ``(T, J, 3)`` in metres, Y up, subsampled to the requested frame rate.
+1. :func:`load_lifting_split` (BVH through :func:`load_bvh_sequences`, or :func:`load_npz`):
+   files -> :class:`MocapSequence` world positions ``(T, J, 3)`` in metres, Y up, subsampled to
+   the requested frame rate (or per-camera 2D/3D clips from an npz file).
 2. :meth:`LiftingSet.from_world`: each sequence seen by ``cameras`` virtual cameras
    (:func:`tensorpose.ops.camera.virtual_cameras`, fixed per sequence-camera pair by a seed):
    3D joints -> camera coordinates (root-relative targets) and -> pixels. All clips are
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from ..io.bvh import load_bvh
+from ..io.safe_pickle import load_npz as safe_npz
 from ..ops.camera import (
     H36M_FOCAL,
     intrinsic_matrix,
@@ -46,7 +48,9 @@ __all__ = [
     "MocapSequence",
     "available_bvh",
     "load_bvh_sequences",
+    "load_lifting_split",
     "load_npz",
+    "read_npz",
     "resolve_bvh",
 ]
 
@@ -146,6 +150,22 @@ def _rotate_z_up(x: np.ndarray) -> np.ndarray:
     return np.stack([x[..., 0], x[..., 2], -x[..., 1]], -1)
 
 
+def read_npz(path: str | Path) -> tuple[dict, dict | None]:
+    """The ``positions_3d`` and optional ``positions_2d`` dicts of a VideoPose3D-layout ``.npz``
+    file (the only place that opens one), read by :func:`tensorpose.io.safe_pickle.load_npz`.
+
+    Raises:
+        ValueError: the file cannot be read as ``.npz`` or has no ``positions_3d`` (named).
+    """
+    path = Path(path)
+    data = safe_npz(path)  # object arrays through the restricted unpickler: no code runs
+    if "positions_3d" not in data:
+        raise ValueError(f"{path}: no 'positions_3d' array (keys: {sorted(data.keys())})")
+    p3d = data["positions_3d"].item()
+    p2d = data["positions_2d"].item() if "positions_2d" in data else None
+    return p3d, p2d
+
+
 def load_npz(
     path: str | Path,
     skeleton: Skeleton,
@@ -172,71 +192,77 @@ def load_npz(
     path = Path(path)
     if up_axis not in ("y", "z"):
         raise ValueError(f"up_axis must be 'y' or 'z', got {up_axis!r}")
-    try:
-        data = np.load(path, allow_pickle=True)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: cannot read as .npz: {e}") from None
-    if "positions_3d" not in data:
-        raise ValueError(f"{path}: no 'positions_3d' array (keys: {sorted(data.keys())})")
-    p3d = data["positions_3d"].item()
-    p2d = data["positions_2d"].item() if "positions_2d" in data else None
-    J = skeleton.num_joints
-    wanted = _select_entries(p3d, entries, path)
+    p3d, p2d = read_npz(path)
     world, clips = [], []
-    for subject, action in wanted:
-        name = f"{subject}/{action}"
-        arr3 = p3d[subject][action]
-        if isinstance(arr3, (list, tuple)):
-            arr3 = np.stack([np.asarray(a) for a in arr3])
-        arr3 = np.asarray(arr3, dtype=np.float64)
-        if arr3.ndim not in (3, 4) or arr3.shape[-2:] != (J, 3):
-            raise ValueError(
-                f"{path}: positions_3d[{subject!r}][{action!r}] must have shape (T, {J}, 3) or "
-                f"(C, T, {J}, 3) for skeleton {skeleton.name or J}, got {arr3.shape}"
-            )
+    for subject, action in _select_entries(p3d, entries, path):
+        where = f"{path}: positions_3d[{subject!r}][{action!r}]"
+        arr3 = _joints_3d(p3d[subject][action], skeleton, where)
         if p2d is None:
-            if arr3.ndim == 4:
-                raise ValueError(
-                    f"{path}: positions_3d[{subject!r}][{action!r}] is per camera (C, T, J, 3) "
-                    "but there is no positions_2d to go with it"
-                )
-            if up_axis == "z":
-                arr3 = _rotate_z_up(arr3)
-            world.append(MocapSequence(name, torch.from_numpy(arr3).float(), float("nan")))
-            continue
-        try:
-            cams2d = p2d[subject][action]
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"{path}: positions_2d has no entry [{subject!r}][{action!r}]"
-            ) from None
-        if arr3.ndim == 3:
-            raise ValueError(
-                f"{path}: positions_3d[{subject!r}][{action!r}] is one world-coordinate array but "
-                f"positions_2d has {len(cams2d)} cameras: give per-camera 3D (C, T, J, 3) in "
-                "camera coordinates, or drop positions_2d to use virtual cameras"
-            )
-        if len(cams2d) != arr3.shape[0]:
-            raise ValueError(
-                f"{path}: [{subject!r}][{action!r}] has {len(cams2d)} 2D cameras but "
-                f"{arr3.shape[0]} 3D cameras"
-            )
-        for c, kp in enumerate(cams2d):
-            kp = np.asarray(kp, dtype=np.float64)
-            if kp.ndim != 3 or kp.shape[1:] != (J, 2):
-                raise ValueError(
-                    f"{path}: positions_2d[{subject!r}][{action!r}][{c}] must have shape "
-                    f"(T, {J}, 2), got {kp.shape}"
-                )
-            T = min(len(kp), arr3.shape[1])  # VideoPose3D trims 2D/3D to the shorter one
-            clips.append(
-                (
-                    f"{name}/cam{c}",
-                    torch.from_numpy(kp[:T]).float(),
-                    torch.from_numpy(arr3[c, :T]).float(),
-                )
-            )
+            world.append(_world_sequence(f"{subject}/{action}", arr3, up_axis, where))
+        else:
+            clips += _camera_clips(path, subject, action, arr3, p2d, skeleton.num_joints)
     return world, clips
+
+
+def _joints_3d(arr3, skeleton: Skeleton, where: str) -> np.ndarray:
+    """One ``positions_3d`` entry as float64 ``(T, J, 3)`` or ``(C, T, J, 3)``."""
+    if isinstance(arr3, (list, tuple)):
+        arr3 = np.stack([np.asarray(a) for a in arr3])
+    arr3 = np.asarray(arr3, dtype=np.float64)
+    J = skeleton.num_joints
+    if arr3.ndim not in (3, 4) or arr3.shape[-2:] != (J, 3):
+        raise ValueError(
+            f"{where} must have shape (T, {J}, 3) or (C, T, {J}, 3) for skeleton "
+            f"{skeleton.name or J}, got {arr3.shape}"
+        )
+    return arr3
+
+
+def _world_sequence(name: str, arr3: np.ndarray, up_axis: str, where: str) -> MocapSequence:
+    """A world-coordinate entry (no 2D in the file) -> a sequence for virtual cameras."""
+    if arr3.ndim == 4:
+        raise ValueError(
+            f"{where} is per camera (C, T, J, 3) but there is no positions_2d to go with it"
+        )
+    if up_axis == "z":
+        arr3 = _rotate_z_up(arr3)
+    return MocapSequence(name, torch.from_numpy(arr3).float(), float("nan"))
+
+
+def _camera_clips(
+    path: Path, subject: str, action: str, arr3: np.ndarray, p2d: dict, J: int
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """A per-camera entry with its 2D -> one ``(name, pixels, joints_camera)`` clip per camera,
+    each trimmed to the shorter of its 2D and 3D (as VideoPose3D does)."""
+    try:
+        cams2d = p2d[subject][action]
+    except (KeyError, TypeError):
+        raise ValueError(f"{path}: positions_2d has no entry [{subject!r}][{action!r}]") from None
+    if arr3.ndim == 3:
+        raise ValueError(
+            f"{path}: positions_3d[{subject!r}][{action!r}] is one world-coordinate array but "
+            f"positions_2d has {len(cams2d)} cameras: give per-camera 3D (C, T, J, 3) in "
+            "camera coordinates, or drop positions_2d to use virtual cameras"
+        )
+    if len(cams2d) != arr3.shape[0]:
+        raise ValueError(
+            f"{path}: [{subject!r}][{action!r}] has {len(cams2d)} 2D cameras but "
+            f"{arr3.shape[0]} 3D cameras"
+        )
+    clips = []
+    for c, kp in enumerate(cams2d):  # a handful of cameras per entry
+        kp = np.asarray(kp, dtype=np.float64)
+        if kp.ndim != 3 or kp.shape[1:] != (J, 2):
+            raise ValueError(
+                f"{path}: positions_2d[{subject!r}][{action!r}][{c}] must have shape "
+                f"(T, {J}, 2), got {kp.shape}"
+            )
+        T = min(len(kp), arr3.shape[1])
+        name = f"{subject}/{action}/cam{c}"
+        clips.append(
+            (name, torch.from_numpy(kp[:T]).float(), torch.from_numpy(arr3[c, :T]).float())
+        )
+    return clips
 
 
 def _select_entries(p3d: dict, entries: Sequence[str] | None, path: Path) -> list[tuple[str, str]]:
@@ -259,6 +285,50 @@ def _select_entries(p3d: dict, entries: Sequence[str] | None, path: Path) -> lis
         else:
             out += [(subject, a) for a in p3d[subject]]
     return out
+
+
+def load_lifting_split(
+    entries: Sequence[str | Path],
+    skeleton: Skeleton,
+    cameras: int,
+    spec: CameraSpec | None = None,
+    *,
+    source: str = "bvh",
+    npz: str | Path = "",
+    mapping: str | None = None,
+    fps: float = 30.0,
+    up_axis: str = "y",
+    seed: int = 0,
+) -> LiftingSet:
+    """One split of lifting data (training, validation, evaluation): BVH files or bundled names
+    (``source="bvh"``), or ``subject[/action]`` entries of the ``npz`` file, as a
+    :class:`LiftingSet`. World-coordinate motion is seen by ``cameras`` virtual cameras drawn
+    from ``spec`` and ``seed``; per-camera npz entries bring their own 2D.
+
+    Args:
+        mapping: BVH joint-name mapping (``None`` or ``""``: detect per file).
+        fps: BVH frame rate after subsampling.
+        up_axis: up axis of world-coordinate npz data.
+
+    Raises:
+        ValueError: the BVH mapping's skeleton is not ``skeleton``; see also
+            :func:`load_npz`.
+    """
+    if source == "npz":  # world sequences, or (with positions_2d) per-camera clips
+        world, clips = load_npz(npz, skeleton, entries, up_axis)
+        if clips:
+            spec = spec or CameraSpec()
+            return LiftingSet.from_arrays(clips, skeleton, spec.width, spec.height)
+        return LiftingSet.from_world(world, skeleton, cameras, seed, spec)
+    if source != "bvh":
+        raise ValueError(f"source must be 'bvh' or 'npz', got {source!r}")
+    seqs, bvh_skeleton = load_bvh_sequences(entries, mapping, fps)
+    if bvh_skeleton != skeleton:
+        raise ValueError(
+            f"the BVH mapping produces skeleton {bvh_skeleton.name!r} but the model's skeleton "
+            f"is {skeleton.name!r}"
+        )
+    return LiftingSet.from_world(seqs, skeleton, cameras, seed, spec)
 
 
 # ---------------------------------------------------------------------- the tensor set

@@ -189,3 +189,35 @@ def test_bundled_motionbuilder_excerpt_is_another_subject():
         abs(float(thigh) - float(torch.linalg.vector_norm(ours[:, 2] - ours[:, 1], dim=-1).mean()))
         > 0.005
     )
+
+
+def test_load_lifting_split_bvh_and_npz(tmp_path):
+    """One reader for every split: bundled BVH names, and the same motion from an npz file
+    (world coordinates, virtual cameras) give the same set; per-camera npz entries bring their
+    own 2D; mixing both kinds and a skeleton mismatch are errors."""
+    spec = mocap.CameraSpec()
+    bvh = mocap.load_lifting_split(["131_03"], SK, 2, spec, fps=10.0, seed=3)
+    seqs, _ = mocap.load_bvh_sequences(["131_03"], None, 10.0)
+    want = LiftingSet.from_world(seqs, SK, 2, 3, spec)
+    assert torch.equal(bvh.pixels, want.pixels) and bvh.clips == want.clips
+    path = tmp_path / "d.npz"
+    np.savez(path, positions_3d={"131_03": {"hop": seqs[0].positions.numpy()}})
+    npz = mocap.load_lifting_split(["131_03"], SK, 2, spec, source="npz", npz=path, seed=3)
+    hop = [MocapSequence("131_03/hop", seqs[0].positions, float("nan"))]
+    want = LiftingSet.from_world(hop, SK, 2, 3, spec)
+    assert [c.name for c in npz.clips] == ["131_03/hop"] * 2 and len(npz) == len(bvh)
+    assert torch.equal(npz.pixels, want.pixels) and torch.equal(npz.targets, want.targets)
+    kp = np.random.default_rng(0).random((len(seqs[0].positions), 17, 2)) * 1000
+    cam = {"S1": {"a": [seqs[0].positions.numpy() + np.array([0, 0, 4.0])]}}
+    mixed = {**cam, "131_03": {"hop": seqs[0].positions.numpy()}}
+    np.savez(tmp_path / "cam.npz", positions_3d=cam, positions_2d={"S1": {"a": [kp]}})
+    data = mocap.load_lifting_split(["S1"], SK, 5, spec, source="npz", npz=tmp_path / "cam.npz")
+    assert [c.name for c in data.clips] == ["S1/a/cam0"]  # its own camera, not 5 virtual ones
+    torch.testing.assert_close(data.pixels, torch.tensor(kp, dtype=torch.float32))
+    np.savez(tmp_path / "mixed.npz", positions_3d=mixed, positions_2d={"S1": {"a": [kp]}})
+    with pytest.raises(ValueError, match="positions_2d has no entry"):
+        mocap.load_lifting_split(None, SK, 1, spec, source="npz", npz=tmp_path / "mixed.npz")
+    with pytest.raises(ValueError, match="skeleton 'h36m17' but the model's skeleton is 'coco17'"):
+        mocap.load_lifting_split(["131_03"], skeletons.get("coco17"), 1, spec)
+    with pytest.raises(ValueError, match="source must be 'bvh' or 'npz'"):
+        mocap.load_lifting_split(["131_03"], SK, 1, spec, source="csv")

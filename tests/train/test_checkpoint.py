@@ -23,6 +23,8 @@ from torch import nn
 
 import tensorpose.train.checkpoint as ckpt
 from tensorpose.config import config_to_dict, load_config
+from tensorpose.inference import load_model
+from tensorpose.tasks import build_model
 from tensorpose.train.checkpoint import (
     EVAL_KEYS,
     RESUME_KEYS,
@@ -33,7 +35,6 @@ from tensorpose.train.checkpoint import (
     save_checkpoint,
     weights_checksum,
 )
-from tensorpose.train.trainer import build_model, load_model
 
 
 def small_config(*extra):
@@ -49,7 +50,8 @@ def test_save_is_atomic_and_loads_with_weights_only(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]  # no temp file left
     payload = load_checkpoint(path)
     assert payload["config"]["model"]["channels"] == 8
-    rebuilt, cfg2, extra = load_model(path)
+    task, rebuilt, cfg2, extra = load_model(path, "cpu")
+    assert task.model is rebuilt and not rebuilt.training
     assert cfg2 == cfg and extra["mean_pose"].shape == (17, 3)
     for k, v in model.state_dict().items():
         torch.testing.assert_close(rebuilt.state_dict()[k], v)
@@ -75,7 +77,7 @@ def test_checkpoint_from_another_model_config_is_rejected(tmp_path):
     path = save_checkpoint(tmp_path / "ckpt.pt", build_model(cfg), config_to_dict(cfg))
     other = config_to_dict(small_config("model.channels=16", "model.head=direct"))["model"]
     with pytest.raises(CheckpointError, match=r"another model config: channels: checkpoint has 8"):
-        load_model(path, other)
+        load_model(path, model_config=other)
     # A hand-edited config no longer matches the stored checksum: the file is reported corrupt.
     payload = torch.load(path, weights_only=True)
     payload["config"]["model"]["channels"] = 16

@@ -19,7 +19,8 @@ from torch import nn
 
 from tensorpose.config import config_to_dict, load_config
 from tensorpose.io.coco import bundled_coco
-from tensorpose.tasks import LiftingTask, build_model, unwrap
+from tensorpose.tasks import build_model, unwrap
+from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import (
     CheckpointError,
     clean_state_dict,

@@ -1,0 +1,85 @@
+"""SimpleBaseline heatmaps: MSRA gaussian targets at stride 4, weighted heatmap MSE
+(``task: heatmap``).
+
+Data path: :mod:`.topdown` (COCO people -> augmented crops ``x``) -> ``heatmaps``/``weights``
+(:func:`~tensorpose.ops.heatmap.gaussian_heatmaps`) ->
+:func:`~tensorpose.models.heads.heatmap_pose_net` -> :func:`~tensorpose.losses.heatmap_mse` ->
+:func:`~tensorpose.ops.heatmap.decode_heatmaps` -> metrics of :meth:`.TopDownTask.evaluate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from .. import losses, skeletons
+from ..config import Config, ConfigError, choices
+from ..models.heads import heatmap_pose_net
+from ..ops.heatmap import decode_heatmaps, gaussian_heatmaps
+from .base import Field
+from .topdown import TopDownTask
+
+__all__ = ["HeatmapModelConfig", "HeatmapTask"]
+
+STRIDE = 4
+"""Input pixels per heatmap pixel."""
+
+
+@dataclass
+class HeatmapModelConfig:
+    """SimpleBaseline heatmap network on the small ResNet, weighted heatmap MSE loss."""
+
+    depth: int = 18
+    width: int = 64
+    skeleton: str = "coco17"
+    sigma: float = 2.0
+    """Gaussian target sigma in heatmap pixels (stride 4)."""
+    decode: str = field(default="quarter", metadata=choices("quarter", "subpixel"))
+
+    def validate(self, cfg: Config) -> None:
+        if self.depth not in (10, 18):
+            raise ConfigError(f"model.depth must be 10 or 18, got {self.depth}")
+        size = cfg.data.input_size
+        if size[0] % 32 or size[1] % 32:
+            raise ConfigError(f"data.input_size must be multiples of 32, got {size}")
+        if self.sigma <= 0:
+            raise ConfigError(f"model.sigma must be positive, got {self.sigma}")
+
+
+class HeatmapTask(TopDownTask):
+    """SimpleBaseline: MSRA gaussian heatmaps at stride 4, weighted heatmap MSE."""
+
+    model_config = HeatmapModelConfig
+    contract: ClassVar[dict[str, Field]] = {
+        **TopDownTask.contract,
+        "heatmaps": Field(("B", "K", "h", "w"), torch.float32),
+        "weights": Field(("B", "K"), torch.float32),
+    }
+
+    @classmethod
+    def build_model(cls, cfg: Config) -> nn.Module:
+        m = cfg.model
+        return heatmap_pose_net(skeletons.get(m.skeleton).num_joints, m.depth, m.width)
+
+    def sizes(self) -> dict[str, int]:
+        H, W = self.size
+        return {**super().sizes(), "h": H // STRIDE, "w": W // STRIDE}
+
+    def targets(self, batch: dict) -> dict:
+        H, W = self.size
+        hm, w = gaussian_heatmaps(batch["keypoints"], batch["visibility"],
+                                  (H // STRIDE, W // STRIDE), self.cfg.model.sigma,
+                                  float(STRIDE))  # fmt: skip
+        batch["heatmaps"], batch["weights"] = hm, w
+        return batch
+
+    def step_outputs(self, model: nn.Module, batch: dict) -> dict:
+        out = model(batch["x"])
+        return {"loss": losses.heatmap_mse(out.float(), batch["heatmaps"], batch["weights"]),
+                "raw": out}  # fmt: skip
+
+    def decode(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return decode_heatmaps(raw.detach().float(), self.cfg.model.decode, stride=float(STRIDE))

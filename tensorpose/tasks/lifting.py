@@ -1,0 +1,332 @@
+"""3D lifting: windows of 2D keypoints -> root-relative 3D joints (``task: lift``).
+
+Data path: :func:`tensorpose.data.mocap.load_lifting_split` (BVH or npz -> a
+:class:`~tensorpose.data.mocap.LiftingSet` on the device) -> :class:`FrameBatches` (shuffled
+target frames) -> :meth:`LiftingTask.prepare` (window gather + flip, on the device) ->
+:class:`~tensorpose.models.lifter.TemporalLifter` -> :mod:`tensorpose.losses` (MPJPE + bone
+terms) -> :mod:`tensorpose.metrics` in :meth:`LiftingTask.evaluate`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from .. import losses, metrics, skeletons
+from ..config import Config, ConfigError, check_min, choices
+from ..data.mocap import CameraSpec, LiftingSet, load_lifting_split
+from ..models.lifter import TemporalLifter, filter_widths_for
+from ..ops.kinematics import decompose
+from .base import Field, Task, check_batch, eval_mode, unwrap
+
+__all__ = ["FrameBatches", "LiftDataConfig", "LiftModelConfig", "LiftingTask"]
+
+
+@dataclass
+class LiftDataConfig:
+    """Where sequences come from and how they are seen (the ``data`` section)."""
+
+    source: str = field(default="bvh", metadata=choices("bvh", "npz"))
+    """``bvh``: files or bundled names in ``train``/``val``; ``npz``: VideoPose3D-layout file
+    ``npz`` with ``subject`` or ``subject/action`` entries in ``train``/``val``."""
+    train: list[str] = field(default_factory=lambda: ["131_01", "131_02"])
+    val: list[str] = field(default_factory=lambda: ["131_03"])
+    npz: str = ""
+    mapping: str = ""
+    """BVH joint-name mapping (``cmu_3dsmax``, ``cmu_motionbuilder``); empty: detect."""
+    up_axis: str = field(default="y", metadata=choices("y", "z"))
+    """Up axis of world-coordinate npz data (BVH is Y up)."""
+    fps: float = 30.0
+    """Frame rate after subsampling BVH files (120 fps CMU -> every 4th frame)."""
+    train_cameras: int = 32
+    val_cameras: int = 4
+    seed: int = 0
+    """Seed of the virtual cameras (fixed per sequence-camera pair)."""
+    width: int = 1000
+    height: int = 1000
+    focal: float = 1145.0
+    elevation_deg: list[float] = field(default_factory=lambda: [-10.0, 30.0])
+    distance_m: list[float] = field(default_factory=lambda: [3.0, 6.0])
+    flip: float = 0.5
+    """Probability of a left/right flip per training sample."""
+
+    def validate(self, cfg: Config) -> None:
+        check_min(
+            (
+                ("data.train_cameras", self.train_cameras, 1),
+                ("data.val_cameras", self.val_cameras, 1),
+                ("data.width", self.width, 1),
+                ("data.height", self.height, 1),
+            )
+        )
+        if not 0.0 <= self.flip <= 1.0:
+            raise ConfigError(f"data.flip must be a probability in [0, 1], got {self.flip}")
+        for key in ("elevation_deg", "distance_m"):
+            v = getattr(self, key)
+            if len(v) != 2 or v[0] > v[1]:
+                raise ConfigError(f"data.{key} must be [low, high] with low <= high, got {v}")
+        if self.fps <= 0:
+            raise ConfigError(f"data.fps must be positive, got {self.fps}")
+        if self.source == "npz" and not self.npz:
+            raise ConfigError("data.source is npz but data.npz (the file) is empty")
+
+    def camera_spec(self) -> CameraSpec:
+        """The virtual cameras' intrinsics and placement ranges."""
+        return CameraSpec(self.width, self.height, self.focal, tuple(self.elevation_deg),
+                          tuple(self.distance_m))  # fmt: skip
+
+
+@dataclass
+class LiftModelConfig:
+    """The lifter and its loss (stored in checkpoints; ``eval`` rebuilds the model from it)."""
+
+    head: str = field(default="kinematic", metadata=choices("kinematic", "direct"))
+    receptive_field: int = 27
+    channels: int = 256
+    dropout: float = 0.25
+    skeleton: str = "h36m17"
+    bone_weight: float = 1.0
+    """Kinematic head: weight of the bone-length loss."""
+    direction_weight: float = 0.1
+    """Kinematic head: weight of the bone-direction loss."""
+
+    def validate(self, cfg: Config) -> None:
+        try:
+            filter_widths_for(self.receptive_field)
+        except ValueError as e:
+            raise ConfigError(f"model.receptive_field: {e}") from None
+        check_min((("model.channels", self.channels, 1),))
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
+
+
+class FrameBatches:
+    """Shuffled target frames of a :class:`LiftingSet` in batches, drawn on the device.
+
+    Each epoch one ``randperm`` (from ``generator``); with ``world > 1`` processes, the order is
+    padded to a multiple of ``world`` and rank ``r`` takes every ``world``-th frame from ``r``
+    (as ``DistributedSampler``), in batches of ``batch_size / world``: the ranks' batches of a
+    step together are the single-process batch of that step. The generator's state carries
+    over epochs (and is saved in checkpoints), so there is no ``set_epoch``.
+    """
+
+    def __init__(self, data: LiftingSet, batch_size: int, generator: torch.Generator,
+                 rank: int = 0, world: int = 1) -> None:  # fmt: skip
+        self.data, self.generator, self.rank, self.world = data, generator, rank, world
+        self.local = batch_size // world
+        per_rank = math.ceil(len(data) / world)
+        self.steps = math.ceil(per_rank / self.local)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        n = len(self.data)
+        perm = torch.randperm(n, generator=self.generator, device=self.generator.device)
+        order = self.data.target_frames[perm]
+        if self.world > 1:
+            pad = (-n) % self.world
+            order = torch.cat([order, order[:pad]])[self.rank :: self.world]
+        for step in range(self.steps):
+            yield {"frames": order[step * self.local : (step + 1) * self.local]}
+
+
+class LiftingTask(Task):
+    """2D keypoint windows -> root-relative 3D joints, with the loss of the model's head.
+
+    Loss: MPJPE, plus for the kinematic head ``bone_weight * |length error|`` and
+    ``direction_weight * |direction error|`` (all in metres / unit vectors).
+    """
+
+    data_config = LiftDataConfig
+    model_config = LiftModelConfig
+    contract: ClassVar[dict[str, Field]] = {
+        "keypoints": Field(("B", "R", "J", 2), torch.float32),  # screen-normalised windows
+        "target": Field(("B", 1, "J", 3), torch.float32),  # root-relative, camera, metres
+    }
+    best_metric = ("val_mpjpe_mm", "min")
+
+    def __init__(self, model: TemporalLifter, cfg: Config) -> None:
+        super().__init__(model, cfg)
+        self.skeleton = model.skeleton
+        self.bone_weight = cfg.model.bone_weight
+        self.direction_weight = cfg.model.direction_weight
+        self.mean_pose: torch.Tensor | None = None
+
+    @classmethod
+    def build_model(cls, cfg: Config) -> TemporalLifter:
+        m = cfg.model
+        return TemporalLifter(
+            skeletons.get(m.skeleton), m.receptive_field, m.channels, m.dropout, m.head
+        )
+
+    @classmethod
+    def run_name(cls, cfg: Config) -> str:
+        return f"lift_{cfg.model.head}"
+
+    # -- data
+    def load_split(self, entries: list[str], cameras: int, mapping: str | None = None,
+                   source: str | None = None) -> LiftingSet:  # fmt: skip
+        """A split of this config's data (``mapping``/``source``: default the config's)."""
+        d = self.cfg.data
+        return load_lifting_split(
+            entries, self.skeleton, cameras, d.camera_spec(), source=source or d.source,
+            npz=d.npz, mapping=d.mapping if mapping is None else mapping, fps=d.fps,
+            up_axis=d.up_axis, seed=d.seed,
+        )  # fmt: skip
+
+    def setup(self, device: torch.device, rank: int = 0, world: int = 1) -> None:
+        """Train and validation sets (split by sequence) on ``device``; batches of frames."""
+        d, t = self.cfg.data, self.cfg.train
+        self.train_set = self.load_split(d.train, d.train_cameras).to(device)
+        self.val_set = self.load_split(d.val, d.val_cameras).to(device)
+        self.mean_pose = self.train_set.mean_pose()
+        self.generator = torch.Generator(device=device).manual_seed(t.seed)
+        self.train_batches = FrameBatches(self.train_set, t.batch_size, self.generator, rank, world)
+
+    def eval_data(self, device: torch.device, bvh: list[str] | None = None,
+                  mapping: str | None = None) -> LiftingSet:  # fmt: skip
+        """``bvh`` files (mapping: detect unless given) or the config's held-out ``data.val``,
+        seen by ``data.val_cameras`` cameras, on ``device``."""
+        d = self.cfg.data
+        if bvh:
+            return self.load_split(bvh, d.val_cameras, mapping or "", "bvh").to(device)
+        return self.load_split(d.val, d.val_cameras, mapping).to(device)
+
+    def prepare(self, batch: dict) -> dict:
+        """Window gather and random flip, on the device (same generator as the shuffle)."""
+        rf = unwrap(self.model).receptive_field()
+        out = self.train_set.batch(batch["frames"], rf, self.cfg.data.flip, self.generator)
+        return check_batch(out, self.contract, R=rf, J=self.skeleton.num_joints)
+
+    def extra(self) -> dict:
+        return {"mean_pose": self.mean_pose.cpu()} if self.mean_pose is not None else {}
+
+    def restore(self, extra: dict) -> None:
+        self.mean_pose = extra.get("mean_pose")
+
+    # -- step
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch``: ``keypoints (B, R, J, 2)`` windows of exactly the receptive field and
+        ``target (B, 1, J, 3)``. Runs the strided (one frame per window) model.
+
+        Returns ``loss`` (0-dim), ``pred (B, 1, J, 3)``, ``mpjpe_mm`` (0-dim, detached) and the
+        loss terms, all on the device (nothing is read back to the host).
+        """
+        out = self.model(batch["keypoints"], strided=True)
+        return self.loss(out, batch["target"])
+
+    def loss(self, out: dict[str, torch.Tensor], target: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The training loss of model outputs ``joints`` (+ ``lengths``, ``directions`` of the
+        kinematic head) against ``target``, with its terms (detached)."""
+        pred = out["joints"]
+        err = losses.mpjpe_loss(pred, target)
+        result = {"pred": pred, "mpjpe_mm": 1000 * err.detach()}
+        loss = err
+        if "lengths" in out:
+            bone = losses.bone_length_loss(out["lengths"], target, self.skeleton)
+            direction = losses.bone_direction_loss(out["directions"], target, self.skeleton)
+            loss = loss + self.bone_weight * bone + self.direction_weight * direction
+            result["bone_loss"] = bone.detach()
+            result["direction_loss"] = direction.detach()
+        result["loss"] = loss
+        return result
+
+    # -- evaluation
+    @torch.no_grad()
+    def predict(self, data: LiftingSet | None = None) -> list[dict[str, torch.Tensor]]:
+        """Dense predictions for every clip of ``data`` (default: the validation set), in eval
+        mode: one batched forward per group of clips of equal length (the cameras of one
+        sequence). Each entry: ``pred``, ``target (T, J, 3)``, ``valid (T,)``,
+        ``keypoints (T, J, 2)`` and the clip index."""
+        data = self.val_set if data is None else data
+        results = []
+        with eval_mode(unwrap(self.model)) as model:
+            for group in data.clip_groups():  # a loop over sequences, not samples
+                arrays = [data.clip_arrays(i) for i in group]
+                pred = model.predict(torch.stack([a["keypoints"] for a in arrays]))
+                for k, (i, a) in enumerate(zip(group, arrays, strict=True)):
+                    results.append({"clip": i, "pred": pred[k], **a})
+        return results
+
+    @torch.no_grad()
+    def evaluate(self, data: LiftingSet | None = None) -> dict[str, float]:
+        """Metrics over all valid frames of all clips of ``data`` (default: the validation set),
+        in millimetres.
+
+        Returns ``mpjpe_mm``, ``p_mpjpe_mm``, ``n_mpjpe_mm``, ``mpjve_mm`` (per frame at the
+        data's frame rate), ``bone_std_mm`` (per-bone std of predicted lengths over each clip,
+        averaged), ``frames`` (evaluated poses, frames x cameras), ``loss`` (the training loss
+        on the dense predictions) and, when the training set's mean pose is known,
+        ``mean_pose_mpjpe_mm`` (the error of always predicting it).
+        """
+        data = self.val_set if data is None else data
+        sums = dict.fromkeys(("mpjpe", "p_mpjpe", "n_mpjpe", "loss", "mean_pose"), 0.0)
+        vel_sum, vel_n, std_sum, frames = 0.0, 0, 0.0, 0
+        for r in self.predict(data):  # per clip: a handful of sequences x cameras
+            pred, target, valid = r["pred"], r["target"], r["valid"]
+            n = int(valid.sum())
+            p, t = pred[valid], target[valid]
+            sums["mpjpe"] += float(metrics.mpjpe(p, t, "none").sum())
+            sums["p_mpjpe"] += float(metrics.p_mpjpe(p, t, "none").sum())
+            sums["n_mpjpe"] += float(metrics.n_mpjpe(p, t, "none").sum())
+            if self.mean_pose is not None:
+                mp = self.mean_pose.to(t).expand_as(t)
+                sums["mean_pose"] += float(metrics.mpjpe(mp, t, "none").sum())
+            both = valid[1:] & valid[:-1]
+            if pred.shape[0] > 1 and bool(both.any()):
+                v = metrics.mpjve(pred, target, "none")[both]
+                vel_sum += float(v.sum())
+                vel_n += int(v.numel())
+            std_sum += float(metrics.bone_length_std(p, self.skeleton, "mean"))
+            sums["loss"] += float(self.dense_loss(p, t)) * n
+            frames += n
+        out = {f"{k}_mm": 1000 * sums[k] / frames for k in ("mpjpe", "p_mpjpe", "n_mpjpe")}
+        out["mpjve_mm"] = 1000 * vel_sum / max(vel_n, 1)
+        out["bone_std_mm"] = 1000 * std_sum / len(data.clips)
+        out["frames"] = frames
+        out["loss"] = sums["loss"] / frames
+        if self.mean_pose is not None:
+            out["mean_pose_mpjpe_mm"] = 1000 * sums["mean_pose"] / frames
+        return out
+
+    def dense_loss(self, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The training loss of dense predictions ``pred (T, J, 3)`` of one clip (the kinematic
+        terms from the predicted poses' own bones)."""
+        out = {"joints": pred[None]}
+        if unwrap(self.model).head == "kinematic":
+            lengths, dirs = decompose(pred[None], self.skeleton)
+            out.update(lengths=lengths[:, :1], directions=dirs)
+        return self.loss(out, target[None])["loss"]
+
+    def eval_info(self, data: LiftingSet | None = None) -> dict[str, Any]:
+        data = self.val_set if data is None else data
+        return {"sequences": sorted({c.name for c in data.clips}),
+                "cameras": self.cfg.data.val_cameras, "fps": data.fps}  # fmt: skip
+
+    # -- reporting
+    METRICS = (
+        ("mpjpe_mm", "MPJPE", "mm"),
+        ("p_mpjpe_mm", "P-MPJPE (Procrustes)", "mm"),
+        ("n_mpjpe_mm", "N-MPJPE (scale)", "mm"),
+        ("mpjve_mm", "MPJVE (velocity)", "mm/frame"),
+        ("bone_std_mm", "bone length std", "mm"),
+        ("mean_pose_mpjpe_mm", "mean-pose MPJPE (baseline)", "mm"),
+    )
+
+    @classmethod
+    def metrics_json(cls, metrics: dict[str, Any]) -> dict[str, Any]:
+        keys = [k for k, _, _ in cls.METRICS[:5]] + ["frames", "mean_pose_mpjpe_mm"]
+        return {k: metrics[k] for k in keys if k in metrics}
+
+    @classmethod
+    def report(cls, metrics: dict[str, Any]) -> list[str]:
+        lines = [f"  {', '.join(metrics['sequences'])}: {metrics['frames']} poses "
+                 f"({metrics['cameras']} virtual cameras, {metrics['fps']:.0f} fps)"]  # fmt: skip
+        for key, label, unit in cls.METRICS:
+            if key in metrics:
+                lines.append(f"  {label:<28s} {metrics[key]:10.4g} {unit}")
+        return lines

@@ -1,0 +1,63 @@
+"""The one place that maps a task name to its code.
+
+A task is registered by name with the ``"module:Class"`` path of its :class:`~.base.Task`
+subclass; the module is imported only when the task is used, so importing the registry (and
+:mod:`tensorpose.config`, which asks it for a task's config sections) stays light. Adding a
+task is one module and one line in :data:`TASKS` (or, from outside the package, one call to
+:func:`register_task`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import Task
+
+__all__ = ["TASKS", "UnknownTaskError", "get_task", "register_task", "task_names"]
+
+TASKS: dict[str, str | type] = {
+    "lift": "tensorpose.tasks.lifting:LiftingTask",
+    "deeppose": "tensorpose.tasks.deeppose:DeepPoseTask",
+    "heatmap": "tensorpose.tasks.heatmap:HeatmapTask",
+}
+"""Task name -> ``"module:Class"`` (imported on first use) or the class itself."""
+
+
+class UnknownTaskError(ValueError):
+    """A task name that is not registered; the message lists the known ones."""
+
+
+def task_names() -> list[str]:
+    """The registered task names, sorted."""
+    return sorted(TASKS)
+
+
+def register_task(name: str, task: str | type[Task]) -> None:
+    """Register ``task`` (a :class:`~.base.Task` subclass or its ``"module:Class"`` path) as
+    ``name``; a name already taken by another task raises ``ValueError``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"task name must be an identifier, got {name!r}")
+    if not isinstance(task, (str, type)):
+        raise TypeError(f"task must be a Task subclass or 'module:Class', got {task!r}")
+    if isinstance(task, str) and task.count(":") != 1:
+        raise ValueError(f"task path must look like 'package.module:Class', got {task!r}")
+    if TASKS.get(name, task) != task:
+        raise ValueError(f"task {name!r} is already registered as {TASKS[name]!r}")
+    TASKS[name] = task
+
+
+def get_task(name: str) -> type[Task]:
+    """The :class:`~.base.Task` subclass registered as ``name`` (imports its module).
+
+    Raises:
+        UnknownTaskError: ``name`` is not registered (one line naming the known tasks).
+    """
+    entry = TASKS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise UnknownTaskError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
+    if isinstance(entry, str):
+        module, _, cls = entry.partition(":")
+        entry = getattr(importlib.import_module(module), cls)
+    return entry
