@@ -12,7 +12,8 @@ Usage:
         [--lr 2e-3] [--threads 1] [--out runs/centernet_overfit]
 
 Writes ``OUT/summary.json`` (AP, loss per logged step, wall time), ``OUT/predictions.png``
-(decoded people drawn on four training images) and ``OUT/results.json`` (COCO results).
+(decoded people drawn on four training images), ``OUT/results.json`` (COCO results) and
+``OUT/model.pt`` (weights, depth, width, input size).
 """
 
 from __future__ import annotations
@@ -53,26 +54,28 @@ def recalibrate_batchnorm(model: nn.Module, x: torch.Tensor) -> None:
 def draw_predictions(
     ds, decoded: dict, items: list[int], skeleton, links, min_score: float, path: Path
 ) -> None:
-    """Kept people with ``score >= min_score`` (joints with heatmap score > 0.1, boxes in cyan)
-    on the images ``items``, side by side."""
+    """Kept people with ``score >= min_score`` on the images ``items`` (2 x 2 grid of 640-pixel
+    tiles): joints with heatmap score > 0.1 and their links; boxes (cyan) of people with at
+    least 3 such joints (people without keypoints have no trained box size)."""
     tiles = []
     for i in items:
         img = ds[i]["image"]
         keep = (decoded["keep"][i] & (decoded["scores"][i] >= min_score)).nonzero().flatten()
         for p in keep.tolist():
-            img = draw_skeleton(
-                img, decoded["keypoints"][i, p], decoded["keypoint_scores"][i, p] > 0.1,
-                skeleton, links=links,
-            )  # fmt: skip
-            x1, y1, x2, y2 = (round(float(v)) for v in decoded["boxes"][i, p])
-            cv2.rectangle(img, (x1, y1), (x2, y2), (255, 255, 0), 1)
-        s = 320 / max(img.shape[:2])
-        tile = np.zeros((320, 320, 3), np.uint8)
+            vis = decoded["keypoint_scores"][i, p] > 0.1
+            img = draw_skeleton(img, decoded["keypoints"][i, p], vis, skeleton, links, 2)
+            if int(vis.sum()) >= 3:
+                x1, y1, x2, y2 = (round(float(v)) for v in decoded["boxes"][i, p])
+                cv2.rectangle(img, (x1, y1), (x2, y2), (0, 255, 255), 1)
+        s = 640 / max(img.shape[:2])
+        tile = np.zeros((640, 640, 3), np.uint8)
         small = cv2.resize(img, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
         tile[: small.shape[0], : small.shape[1]] = small
         tiles.append(tile)
-    grid = np.concatenate(tiles, axis=1)
-    cv2.imwrite(str(path), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+    while len(tiles) % 2:
+        tiles.append(np.zeros_like(tiles[0]))
+    rows = [np.concatenate(tiles[r : r + 2], axis=1) for r in range(0, len(tiles), 2)]
+    cv2.imwrite(str(path), cv2.cvtColor(np.concatenate(rows, axis=0), cv2.COLOR_RGB2BGR))
 
 
 def main() -> int:
@@ -152,6 +155,11 @@ def main() -> int:
         "history": history,
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    torch.save(
+        {"model": model.state_dict(), "depth": args.depth, "width": args.width,
+         "input_size": args.size},
+        out_dir / "model.pt",
+    )  # fmt: skip
     print(
         f"COCO keypoint AP {ap['AP']:.3f} (AP50 {ap['AP50']:.3f}, AR {ap['AR']:.3f}) on the "
         f"training images; loss {summary['first_loss']:.3f} -> {summary['last_loss']:.4f} "

@@ -181,9 +181,9 @@ class CenterNet:
 
         Returns:
             dict with ``scores (B, k)`` (centre peak), ``boxes (B, k, 4)`` ``x1, y1, x2, y2``,
-            ``keypoints (B, k, K, 2)``, ``keypoint_scores (B, k, K)`` (the joint heatmap at the
-            final joint position), ``keep (B, k)`` bool (survived OKS-NMS), all image pixels,
-            people in decreasing score per image.
+            ``keypoints (B, k, K, 2)``, ``keypoint_scores (B, k, K)`` (the joint heatmap in the
+            cell of the final joint position), ``keep (B, k)`` bool (survived OKS-NMS), all in
+            image pixels, people in decreasing score per image.
         """
         heat = torch.sigmoid(outputs["heatmap"].float())
         joint_heat = torch.sigmoid(outputs["joint_heatmaps"].float())
@@ -200,8 +200,9 @@ class CenterNet:
         B, k, K = d["keypoints"].shape[:3]
         H, W = joint_heat.shape[-2:]
         kp = d["keypoints"]
-        ix = kp[..., 0].round().clamp(0, W - 1).long()
-        iy = kp[..., 1].round().clamp(0, H - 1).long()
+        # the cell that holds the joint (targets put integer positions at trunc(x))
+        ix = kp[..., 0].floor().clamp(0, W - 1).long()
+        iy = kp[..., 1].floor().clamp(0, H - 1).long()
         flat = (iy * W + ix).transpose(1, 2)  # (B, K, k)
         kscore = joint_heat.flatten(2).gather(2, flat).transpose(1, 2)
         inv = invert_affine(matrices.double())
