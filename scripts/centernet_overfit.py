@@ -8,7 +8,7 @@ evaluation, BatchNorm running statistics are recomputed on the training batch (m
 eval mode sees what the last training steps saw.
 
 Usage:
-    python scripts/centernet_overfit.py [--steps 240] [--size 256] [--depth 10] [--width 16]
+    python scripts/centernet_overfit.py [--steps 200] [--size 256] [--depth 10] [--width 16]
         [--lr 2e-3] [--threads 1] [--out runs/centernet_overfit]
 
 Writes ``OUT/summary.json`` (AP, loss per logged step, wall time), ``OUT/predictions.png``
@@ -80,7 +80,7 @@ def draw_predictions(
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--steps", type=int, default=240)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--size", type=int, default=256, help="square input side")
     p.add_argument("--depth", type=int, default=10, choices=(10, 18))
     p.add_argument("--width", type=int, default=16)
