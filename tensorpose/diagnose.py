@@ -54,6 +54,8 @@ __all__ = [
     "DataProfile",
     "Verdict",
     "diagnose",
+    "model_step_time",
+    "profile_config",
     "profile_pipeline",
 ]
 
@@ -382,3 +384,86 @@ def profile_pipeline(
     verdict = diagnose(stages, configured_workers, model_step, None, device.type, pinned)
     return DataProfile(batch_size, stages, rows, configured_workers, model_step, str(device),
                        backend, verdict, notes)  # fmt: skip
+
+
+def model_step_time(
+    model: torch.nn.Module,
+    batch_size: int,
+    input_size: tuple[int, int],
+    device: torch.device | str = "cpu",
+    repeats: int = 3,
+) -> float:
+    """Median seconds of one training step (forward, backward of a dummy loss, Adam step) on a
+    random batch ``(batch_size, 3, H, W)``: the ``model_step`` of :func:`diagnose` when no
+    profiled run is at hand. The model's weights are left as they were."""
+    device = torch.device(device)
+    model = model.to(device).train()
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    opt = torch.optim.Adam(model.parameters(), 1e-6)
+    x = torch.randn(batch_size, 3, *input_size, device=device)
+
+    def step() -> None:
+        out = model(x)
+        outs = out.values() if isinstance(out, dict) else [out]
+        loss = sum(o.float().square().mean() for o in outs)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step()  # warm-up
+    t = _median_time(step, repeats, device)
+    model.load_state_dict(state)
+    return t
+
+
+def profile_config(
+    cfg,
+    workers: Sequence[int] = (0, 1, 2),
+    batches: int = 4,
+    sample: int = 64,
+    model_step: float | None = None,
+) -> DataProfile:
+    """:func:`profile_pipeline` for a top-down 2D run configuration (``task`` ``heatmap`` or
+    ``deeppose``): its COCO file, crop size, augmentation ranges, backend, batch size,
+    configured workers, and the task's targets (gaussian heatmaps at stride 4 for ``heatmap``,
+    normalised coordinates for ``deeppose``).
+
+    Args:
+        cfg: the run configuration (``cfg.task``, ``cfg.data``, ``cfg.model``, ``cfg.train``).
+        workers, batches, sample, model_step: see :func:`profile_pipeline`.
+    """
+    from dataclasses import fields as dc_fields
+
+    from . import skeletons
+    from .io.coco import bundled_coco, load_coco_keypoints
+
+    d, m, t = cfg.data, cfg.model, cfg.train
+    if cfg.task not in ("heatmap", "deeppose"):
+        raise ValueError(f"profile_config needs a heatmap or deeppose config, got {cfg.task!r}")
+    H, W = (int(v) for v in d.input_size)
+    names = {f.name for f in dc_fields(AugmentConfig)} - {"output_size"}
+    augment = AugmentConfig((H, W), **{k: getattr(d, k) for k in names if hasattr(d, k)})
+    coco = load_coco_keypoints(d.annotations or bundled_coco(), min_keypoints=d.min_keypoints,
+                               warn=False)  # fmt: skip
+    dev = t.device
+    device = torch.device("cuda" if dev == "auto" and torch.cuda.is_available() else
+                          ("cpu" if dev == "auto" else dev))  # fmt: skip
+    backend = d.backend if d.backend != "auto" else ("device" if device.type == "cuda" else "cpu")
+    if cfg.task == "heatmap":
+        from .ops.heatmap import gaussian_heatmaps
+
+        def targets(b: dict) -> object:
+            return gaussian_heatmaps(b["keypoints"], b["visibility"], (H // 4, W // 4), m.sigma,
+                                     4.0)  # fmt: skip
+    else:
+        from .models.deeppose import normalize_coords
+
+        def targets(b: dict) -> object:
+            return normalize_coords(b["keypoints"], (H, W))
+
+    return profile_pipeline(
+        coco.records, augment, skeletons.get(m.skeleton), batch_size=t.batch_size,
+        workers=workers, configured_workers=d.workers, batches=batches, sample=sample,
+        backend=backend, targets=targets, device=device, pin_memory=d.pin_memory,
+        model_step=model_step, padding=d.padding, seed=t.seed,
+    )  # fmt: skip

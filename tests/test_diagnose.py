@@ -91,3 +91,25 @@ def test_profile_the_bundled_coco_pipeline():
     assert dev.stages["augment_cpu"] == 0
     with pytest.raises(ValueError, match="backend"):
         profile_pipeline(coco.records, cfg, sk, backend="gpu")
+
+
+def test_profile_a_heatmap_config_and_time_a_model_step():
+    from pathlib import Path
+
+    from tensorpose.config import load_config
+    from tensorpose.diagnose import model_step_time, profile_config
+    from tensorpose.models.heads import heatmap_pose_net
+
+    path = Path(__file__).resolve().parent.parent / "configs" / "heatmap_coco.yaml"
+    cfg = load_config(path, ["train.batch_size=2", "data.input_size=[64,64]", "train.device=cpu"])
+    model = heatmap_pose_net(17, 10, 8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    step = model_step_time(model, 2, (64, 64), repeats=1)
+    assert step > 0
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    prof = profile_config(cfg, workers=(0,), batches=1, sample=4, model_step=step)
+    assert prof.batch_size == 2 and prof.backend == "cpu" and prof.workers == cfg.data.workers
+    assert prof.stages["targets"] > 0 and prof.verdict.kind in VERDICTS
+    assert "workers 1 not measured" in " ".join(prof.notes)
+    with pytest.raises(ValueError, match="heatmap or deeppose"):
+        profile_config(load_config(None))
