@@ -6,7 +6,8 @@ Cases (same inputs, one process; results checked equal before timing):
                    per-image loop (cv2.warpAffine, people and joints one by one, the per-object
                    CenterNet target loop; benchmarks/naive2d.py) vs tensorpose
                    (MultiPersonAugment: one grid_sample for the batch, plus its colour pass;
-                   multiperson_targets: one centernet_targets call)
+                   multiperson_targets: one centernet_targets call) and its cpu backend
+                   (cv2.warpAffine image by image, the rest batched)
   decode+nms       16 images, top 20 centres, 64x64 maps (head outputs: the targets of the
                    bundled images plus noise): per-image numpy decoding (peak by peak, joint by
                    joint, mapped back to the image) + greedy OKS-NMS loop vs CenterNet.decode
@@ -127,6 +128,16 @@ def run(device: torch.device, args) -> list[dict]:
     assert np.abs(a["images"].cpu().numpy() - img_ref).mean() < 1.0, "images differ"
     if cpu:
         rows.append({"case": case, "contender": "loop (numpy)", "ms": t(loop)})
+        aug_cpu = MultiPersonAugment(cfg, SK, backend="cpu")
+
+        def batched_cpu():
+            a = aug_cpu(batch, params=params)
+            return a, multiperson_targets(a)
+
+        a_cpu, tg_cpu = batched_cpu()
+        assert torch.equal(tg_cpu["heatmap"], tg["heatmap"].cpu())
+        assert (a_cpu["images"] - a["images"].cpu()).abs().mean() < 0.5
+        rows.append({"case": case, "contender": "tensorpose cpu backend", "ms": t(batched_cpu)})
     rows.append({"case": case, "contender": "tensorpose", "ms": t(batched)})
 
     # ---------------------------------------------------------------- decode + OKS-NMS

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
@@ -284,6 +285,10 @@ class MultiPersonAugment:
     Args:
         cfg: the ranges; ``cfg.output_size`` is the square input ``(S, S)``.
         skeleton: for the joint swap.
+        backend: how the images are warped: ``"device"`` (one batched ``grid_sample``, the GPU
+            path) or ``"cpu"`` (``cv2.warpAffine`` image by image on CPU tensors: faster on a
+            CPU, see ``benchmarks/multiperson.py``; same geometry, results within a grey level).
+            People, matrices and colour are batched tensor code either way.
 
     Call with a :func:`collate_multiperson` batch on the device and a generator there
     (``params`` fixes the draw; ``plain=True``: the letterbox alone, no randomness). Returns the
@@ -293,10 +298,13 @@ class MultiPersonAugment:
     input or the slot is empty), ``matrices (B, 2, 3)`` (image -> input), ``params``.
     """
 
-    def __init__(self, cfg: AugmentConfig, skeleton: Skeleton) -> None:
+    def __init__(self, cfg: AugmentConfig, skeleton: Skeleton, backend: str = "device") -> None:
         S = tuple(int(v) for v in cfg.output_size)
         if len(S) != 2 or S[0] != S[1]:
             raise ValueError(f"cfg.output_size must be square (S, S), got {cfg.output_size}")
+        if backend not in ("device", "cpu"):
+            raise ValueError(f"backend must be 'device' or 'cpu', got {backend!r}")
+        self.backend = backend
         self.cfg = cfg
         self.skeleton = skeleton
         self.size = S
@@ -320,7 +328,7 @@ class MultiPersonAugment:
             if params is None:
                 params = sample_params(self.cfg, B, generator, dev)
             M = augment_matrices(center, scale, params, self.size)
-        crops = warp_affine(images.permute(0, 3, 1, 2), M, self.size, out_dtype=torch.float32)
+        crops = self._warp(images, M)
         if not plain:
             crops = self._colour.photometric(crops, params, generator)
         kp = batch["keypoints"].float()
@@ -338,6 +346,21 @@ class MultiPersonAugment:
         out.update(images=crops, boxes=boxes, keypoints=kp, visibility=vis, matrices=M,
                    params=params)  # fmt: skip
         return out
+
+    def _warp(self, images: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+        if self.backend == "device":
+            return warp_affine(images.permute(0, 3, 1, 2), M, self.size, out_dtype=torch.float32)
+        if images.device.type != "cpu":
+            raise ValueError(f"backend 'cpu' needs CPU images, got them on {images.device}")
+        S = self.size[0]
+        src, Mn = images.numpy(), M.double().numpy()
+        out = torch.empty(images.shape[0], S, S, 3, dtype=torch.uint8)
+        dst = out.numpy()
+        for i in range(len(src)):  # per-image OpenCV: the fast path on a CPU
+            # zero padding of the batch reads like the constant border: same result
+            cv2.warpAffine(src[i], Mn[i], (S, S), dst=dst[i], flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_CONSTANT, borderValue=0)  # fmt: skip
+        return out.permute(0, 3, 1, 2).float()
 
 
 def multiperson_targets(

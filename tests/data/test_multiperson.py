@@ -125,6 +125,21 @@ def test_augmented_people_equal_a_per_person_loop(device, ds):
     assert float(out["images"].min()) >= 0 and float(out["images"].max()) <= 255
 
 
+def test_cpu_backend_equals_the_device_warp(ds):
+    S = 128
+    cfg = AugmentConfig((S, S), scale=0.3, rotation=30, rotation_prob=1.0, shift=0.1, noise=0)
+    b = collate_multiperson([ds[i] for i in range(5)])
+    params = sample_params(cfg, 5, torch.Generator().manual_seed(0))
+    dev = MultiPersonAugment(cfg, SK)(b, params=params)
+    cpu = MultiPersonAugment(cfg, SK, backend="cpu")(b, params=params)
+    diff = (dev["images"] - cpu["images"]).abs()
+    assert float(diff.mean()) < 0.5 and float((diff > 2).float().mean()) < 1e-3
+    for k in ("boxes", "keypoints", "visibility", "matrices"):
+        assert torch.equal(dev[k], cpu[k])
+    with pytest.raises(ValueError, match="backend"):
+        MultiPersonAugment(cfg, SK, backend="gpu")
+
+
 def test_targets_peak_at_each_drawn_centre(device, ds):
     S, stride = 128, 4
     b = collate_multiperson([ds[i] for i in range(4)])
