@@ -26,7 +26,9 @@ failure removes them):
   layout); people scoring at least ``min_score``; ``<name>`` is the image's or video's stem
   (frame 0 for an image);
 - pictures: ``drawn/<image file name>`` for images, ``<video stem>.mp4`` (mp4v) for a video,
-  people scoring at least ``min_score``, joints with confidence at least ``min_keypoint_score``.
+  people scoring at least ``min_score``: joints with confidence at least
+  ``min_keypoint_score`` and their links, and the box with the score for people with at least
+  three such joints.
 """
 
 from __future__ import annotations
@@ -422,7 +424,8 @@ def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,
         scores.append(sc)
     if not kps:
         K = skeletons.get(pose.skeleton).num_joints
-        return images.new_zeros((0, K, 2), dtype=torch.float32), images.new_zeros((0, K))
+        empty = torch.zeros(0, K, 2, device=images.device)
+        return empty, empty[..., 0]
     return torch.cat(kps), torch.cat(scores)
 
 
@@ -568,7 +571,10 @@ def _draw(img: np.ndarray, people: dict, min_kp: float, skeleton) -> np.ndarray:
     thick = max(1, round(max(img.shape[:2]) / 400))
     for box, score, kp in zip(people["boxes"], people["scores"], people["keypoints"],
                               strict=True):  # fmt: skip
-        out = draw_skeleton(out, kp[:, :2], kp[:, 2] >= min_kp, skeleton, COCO_LINKS, thick)
+        shown = kp[:, 2] >= min_kp
+        out = draw_skeleton(out, kp[:, :2], shown, skeleton, COCO_LINKS, thick)
+        if int(shown.sum()) < 3:  # e.g. a CenterNet centre without joints: no trained box
+            continue
         x, y, w, h = (round(float(v)) for v in box)
         cv2.rectangle(out, (x, y), (x + w, y + h), (255, 255, 0), thick)
         cv2.putText(out, f"{float(score):.2f}", (x, max(y - 3, 10)), cv2.FONT_HERSHEY_SIMPLEX,

@@ -143,6 +143,12 @@ def test_deeppose_with_a_detections_list_and_a_detector(images, tmp_path):
     results = json.loads((tmp_path / "a" / "results.json").read_text())
     assert res.people == len(results) == len(anns)  # the other category is ignored
     assert all(np.isclose(r["score"], 0.8) for r in results)  # box score x keypoint score 1
+    # frames without boxes: no people, but their OpenPose files are written
+    (tmp_path / "one.json").write_text(json.dumps([d for d in dets if d["image_id"] == 790]))
+    res = predict(images, pose, tmp_path / "c", boxes=tmp_path / "one.json", progress=False)
+    results = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert {r["image_id"] for r in results} == {790} and res.frames == 3
+    assert len(list((tmp_path / "c" / "openpose").iterdir())) == 3
     det = PoseModel(centernet_model(17, 10, 8).eval(), "centernet", (64, 64), top_k=3)
     res = predict(images / FILES[0], pose, tmp_path / "b", detector=det, box_threshold=0,
                   progress=False)  # fmt: skip
