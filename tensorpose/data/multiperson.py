@@ -309,6 +309,11 @@ class MultiPersonAugment:
         self.skeleton = skeleton
         self.size = S
         self._colour = DeviceAugment(cfg, skeleton)
+        c = cfg
+        self._photometric = bool(
+            c.brightness or c.contrast or c.saturation or c.hue
+            or (c.noise and c.noise_prob) or c.shadow_prob
+        )  # fmt: skip
 
     def __call__(
         self,
@@ -329,7 +334,7 @@ class MultiPersonAugment:
                 params = sample_params(self.cfg, B, generator, dev)
             M = augment_matrices(center, scale, params, self.size)
         crops = self._warp(images, M)
-        if not plain:
+        if not plain and self._photometric:
             crops = self._colour.photometric(crops, params, generator)
         kp = batch["keypoints"].float()
         N, K = kp.shape[1:3]
