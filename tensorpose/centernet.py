@@ -33,12 +33,13 @@ from .data.multiperson import (
     collate_multiperson,
     letterbox_matrices,
     multiperson_targets,
+    warp_images,
 )
 from .io.coco import coco_results
 from .losses import centernet_loss
 from .metrics2d import COCO_SIGMAS, coco_keypoint_ap
 from .models.heads import PoseNet, centernet_pose_net
-from .ops.affine import invert_affine, transform_points, warp_affine
+from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import centernet_decode, centernet_radius_bound
 from .skeleton import Skeleton
 
@@ -154,7 +155,9 @@ class CenterNet:
         """Network input of raw frames (no people needed: prediction).
 
         Args:
-            images: ``(B, H, W, 3)`` uint8 RGB (zero padded below/right when sizes differ).
+            images: ``(B, H, W, 3)`` uint8 RGB (zero padded below/right when sizes differ);
+                warped by :func:`~tensorpose.data.multiperson.warp_images` (OpenCV on a CPU,
+                one batched warp elsewhere).
             image_size: ``(B, 2)`` ``(w, h)`` of each image.
 
         Returns:
@@ -162,8 +165,7 @@ class CenterNet:
         """
         S = self.input_size
         M = letterbox_matrices(image_size.to(images.device), S)
-        crops = warp_affine(images.permute(0, 3, 1, 2), M, (S, S), out_dtype=torch.float32)
-        return self.normalize(crops), M
+        return self.normalize(warp_images(images, M, (S, S))), M
 
     # ------------------------------------------------------------------ loss
     def loss(self, outputs: dict[str, torch.Tensor], batch: dict) -> dict[str, torch.Tensor]:

@@ -52,6 +52,7 @@ from torch import nn
 from . import skeletons
 from .centernet import IMAGENET_MEAN, IMAGENET_STD, CenterNet
 from .data.images import read_image
+from .data.multiperson import warp_images
 from .io.coco import coco_results
 from .io.openpose import LAYOUTS, write_openpose
 from .ops.affine import (
@@ -59,7 +60,6 @@ from .ops.affine import (
     crop_matrix,
     invert_affine,
     transform_points,
-    warp_affine,
 )
 from .ops.heatmap import decode_heatmaps
 
@@ -383,8 +383,8 @@ def crop_people(
     """Top-down crops of person boxes (the one crop call of this module).
 
     The window rule of :class:`~tensorpose.data.images.TopDownDataset` (box widened to the crop's
-    aspect ratio, enlarged by ``padding``), one :func:`~tensorpose.ops.affine.warp_affine` for
-    all people.
+    aspect ratio, enlarged by ``padding``); :func:`~tensorpose.data.multiperson.warp_images`
+    makes the crops (one batched warp on a GPU, OpenCV per person on a CPU).
 
     Args:
         images: ``(B, H, W, 3)`` uint8 frames.
@@ -399,8 +399,7 @@ def crop_people(
     H, W = input_size
     center, scale = box_to_center_scale(boxes.float(), W / H, padding)
     M = crop_matrix(center, scale, (H, W))
-    src = images.permute(0, 3, 1, 2).index_select(0, frame_index)
-    return warp_affine(src, M, (H, W), out_dtype=torch.float32), M
+    return warp_images(images, M, (H, W), index=frame_index), M
 
 
 def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,

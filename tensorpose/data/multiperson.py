@@ -55,6 +55,7 @@ __all__ = [
     "letterbox_matrices",
     "letterbox_windows",
     "multiperson_targets",
+    "warp_images",
 ]
 
 
@@ -353,19 +354,52 @@ class MultiPersonAugment:
         return out
 
     def _warp(self, images: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
-        if self.backend == "device":
-            return warp_affine(images.permute(0, 3, 1, 2), M, self.size, out_dtype=torch.float32)
-        if images.device.type != "cpu":
-            raise ValueError(f"backend 'cpu' needs CPU images, got them on {images.device}")
-        S = self.size[0]
-        src, Mn = images.numpy(), M.double().numpy()
-        out = torch.empty(images.shape[0], S, S, 3, dtype=torch.uint8)
-        dst = out.numpy()
-        for i in range(len(src)):  # per-image OpenCV: the fast path on a CPU
-            # zero padding of the batch reads like the constant border: same result
-            cv2.warpAffine(src[i], Mn[i], (S, S), dst=dst[i], flags=cv2.INTER_LINEAR,
-                           borderMode=cv2.BORDER_CONSTANT, borderValue=0)  # fmt: skip
-        return out.permute(0, 3, 1, 2).float()
+        return warp_images(images, M, self.size, backend=self.backend)
+
+
+def warp_images(
+    images: torch.Tensor,
+    matrices: torch.Tensor,
+    size: tuple[int, int],
+    index: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Warp uint8 frames by affine matrices (bilinear, zero border), on the fast path per device.
+
+    Args:
+        images: ``(B, H, W, 3)`` uint8 (zero padding below/right reads like the border).
+        matrices: ``(P, 2, 3)`` source -> output.
+        size: ``(H, W)`` of the output.
+        index: ``(P,)`` long, the source image of each matrix (several crops of one frame);
+            default ``arange(B)``.
+        backend: ``"device"``: one batched :func:`~tensorpose.ops.affine.warp_affine`;
+            ``"cpu"``: ``cv2.warpAffine`` per matrix on CPU tensors (several times faster on a
+            CPU, and it never copies or converts whole frames); ``"auto"``: ``cpu`` for CPU
+            tensors, ``device`` otherwise.
+
+    Returns:
+        ``(P, 3, H, W)`` float32 in ``[0, 255]`` (the ``cpu`` backend rounds to integers).
+    """
+    if backend == "auto":
+        backend = "cpu" if images.device.type == "cpu" else "device"
+    H, W = (int(v) for v in size)
+    if backend == "device":
+        src = images.permute(0, 3, 1, 2)
+        if index is not None:
+            src = src.index_select(0, index)
+        return warp_affine(src, matrices, (H, W), out_dtype=torch.float32)
+    if backend != "cpu":
+        raise ValueError(f"backend must be 'auto', 'device' or 'cpu', got {backend!r}")
+    if images.device.type != "cpu":
+        raise ValueError(f"backend 'cpu' needs CPU images, got them on {images.device}")
+    src, Mn = images.numpy(), matrices.double().cpu().numpy()
+    idx = range(len(Mn)) if index is None else index.tolist()
+    out = torch.empty(len(Mn), H, W, 3, dtype=torch.uint8)
+    dst = out.numpy()
+    for i, j in enumerate(idx):  # per-warp OpenCV: the fast path on a CPU
+        cv2.warpAffine(src[j], Mn[i], (W, H), dst=dst[i], flags=cv2.INTER_LINEAR,
+                       borderMode=cv2.BORDER_CONSTANT, borderValue=0)  # fmt: skip
+    return out.permute(0, 3, 1, 2).float()
 
 
 def multiperson_targets(

@@ -20,6 +20,7 @@ from tensorpose.data.multiperson import (
     collate_multiperson,
     letterbox_matrices,
     multiperson_targets,
+    warp_images,
 )
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 
@@ -138,6 +139,24 @@ def test_cpu_backend_equals_the_device_warp(ds):
         assert torch.equal(dev[k], cpu[k])
     with pytest.raises(ValueError, match="backend"):
         MultiPersonAugment(cfg, SK, backend="gpu")
+
+
+def test_warp_images_backends_agree_with_an_index(ds):
+    from tensorpose.ops.affine import box_to_center_scale, crop_matrix
+
+    b = collate_multiperson([ds[i] for i in (0, 1, 4)])  # 4, 13 and 13 people
+    index = torch.tensor([0, 0, 1, 2, 2, 2])
+    boxes = b["boxes"][index, torch.tensor([0, 1, 0, 0, 1, 2])]
+    c, s = box_to_center_scale(boxes, 0.75)
+    M = crop_matrix(c, s, (64, 48), rotation=torch.linspace(-0.5, 0.5, 6))
+    dev = warp_images(b["images"], M, (64, 48), index=index, backend="device")
+    cpu = warp_images(b["images"], M, (64, 48), index=index)  # auto: OpenCV on a CPU
+    assert dev.shape == cpu.shape == (6, 3, 64, 48)
+    assert float((dev - cpu).abs().mean()) < 0.5
+    ref = cv2.warpAffine(ds[4]["image"], M[4].double().numpy(), (48, 64))
+    assert np.array_equal(cpu[4].permute(1, 2, 0).numpy(), ref)
+    with pytest.raises(ValueError, match="backend"):
+        warp_images(b["images"], M, (64, 48), backend="gpu")
 
 
 def test_targets_peak_at_each_drawn_centre(device, ds):
