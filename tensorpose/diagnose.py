@@ -100,6 +100,7 @@ def diagnose(
     cpu_count: int | None = None,
     device_type: str = "cpu",
     pinned: bool = False,
+    measured: dict[int, float] | None = None,
 ) -> Verdict:
     """The verdict from per-batch stage times (seconds; missing stages count 0).
 
@@ -112,6 +113,8 @@ def diagnose(
         cpu_count: cores available to workers (default ``os.cpu_count()``).
         device_type: ``"cpu"`` or ``"cuda"`` (which fixes make sense).
         pinned: whether host batches are already in pinned memory.
+        measured: seconds per batch of real DataLoaders by worker count, if measured: more
+            workers are only suggested when they were not measured slower.
 
     Returns:
         :class:`Verdict`.
@@ -156,6 +159,11 @@ def diagnose(
         if workers < cores
         else f"workers already {workers} of {cores} cores"
     )
+    if measured and workers < cores:
+        more_w = {w: t for w, t in measured.items() if w > workers}
+        if more_w and min(more_w.values()) >= measured.get(workers, float("inf")):
+            rows = ", ".join(f"{w}: {1e3 * t:.0f} ms" for w, t in sorted(measured.items()))
+            more = f"more workers measured slower here ({rows} per batch: too few free cores)"
     fix = {
         "read": f"reading files is the slowest stage: cache decoded images in memory "
         f"(data.cache_images), move the data to local SSD/page cache, {more}",
@@ -267,6 +275,7 @@ def profile_pipeline(
     pin_memory: bool = True,
     model_step: float | None = None,
     padding: float = 1.25,
+    cache_images: bool = False,
     seed: int = 0,
 ) -> DataProfile:
     """Measure the top-down input pipeline of ``records`` and diagnose it.
@@ -287,6 +296,9 @@ def profile_pipeline(
         pin_memory: pin host batches before the copy (CUDA).
         model_step: seconds per batch of forward + backward + optimiser, if known.
         padding: crop window enlargement (as the dataset's).
+        cache_images: the dataset keeps decoded images (per worker): ``read`` and ``decode``
+            count 0 (the steady state; their first-epoch cost is in the notes) and the
+            DataLoaders run one untimed epoch with persistent workers first.
         seed: augmentation seed.
 
     Returns:
@@ -349,15 +361,26 @@ def profile_pipeline(
     if targets is not None:
         stages["targets"] = _median_time(lambda: targets(batch), reps, device)
 
-    # real DataLoaders, end to end (first batch untimed: worker start-up)
+    if cache_images:
+        notes.append(
+            f"cache_images: read {1e3 * stages['read']:.2f} + decode {1e3 * stages['decode']:.2f}"
+            " ms/batch in the first epoch only, 0 after"
+        )
+        stages["read"] = stages["decode"] = 0.0
+
+    # real DataLoaders, end to end (first batch, or with the cache the first epoch, untimed)
     worker_sum = sum(stages[k] for k in WORKER_STAGES)
     rows = []
-    loader_ds = TopDownDataset(recs, W / H, padding, cache_images=False)
     for w in workers:
+        loader_ds = TopDownDataset(recs, W / H, padding, cache_images=cache_images)
         collate = CpuAugment(augment, skeleton, seed) if backend == "cpu" else collate_topdown
         loader = DataLoader(loader_ds, batch_size, shuffle=True, num_workers=w,
                             collate_fn=collate, pin_memory=pinned, drop_last=False,
+                            persistent_workers=cache_images and w > 0,
                             generator=torch.Generator().manual_seed(seed))  # fmt: skip
+        if cache_images:
+            for _ in loader:  # one epoch fills every worker's cache
+                pass
         it = iter(loader)
         n_done = 0
         next(it)
@@ -381,7 +404,8 @@ def profile_pipeline(
     stages["transfer"] = judged[0]["transfer_s"] if judged else 0.0
     if not judged and configured_workers > 0:
         notes.append(f"workers {configured_workers} not measured: transfer counted as 0")
-    verdict = diagnose(stages, configured_workers, model_step, None, device.type, pinned)
+    measured = {r["workers"]: r["s_per_batch"] for r in rows}
+    verdict = diagnose(stages, configured_workers, model_step, None, device.type, pinned, measured)
     return DataProfile(batch_size, stages, rows, configured_workers, model_step, str(device),
                        backend, verdict, notes)  # fmt: skip
 
@@ -425,8 +449,8 @@ def profile_config(
 ) -> DataProfile:
     """:func:`profile_pipeline` for a top-down 2D run configuration (``task`` ``heatmap`` or
     ``deeppose``): its COCO file, crop size, augmentation ranges, backend, batch size,
-    configured workers, and the task's targets (gaussian heatmaps at stride 4 for ``heatmap``,
-    normalised coordinates for ``deeppose``).
+    configured workers, image cache, and the task's targets (gaussian heatmaps at stride 4 for
+    ``heatmap``, normalised coordinates for ``deeppose``).
 
     Args:
         cfg: the run configuration (``cfg.task``, ``cfg.data``, ``cfg.model``, ``cfg.train``).
@@ -465,5 +489,5 @@ def profile_config(
         coco.records, augment, skeletons.get(m.skeleton), batch_size=t.batch_size,
         workers=workers, configured_workers=d.workers, batches=batches, sample=sample,
         backend=backend, targets=targets, device=device, pin_memory=d.pin_memory,
-        model_step=model_step, padding=d.padding, seed=t.seed,
+        model_step=model_step, padding=d.padding, cache_images=d.cache_images, seed=t.seed,
     )  # fmt: skip

@@ -53,6 +53,9 @@ def test_device_bound_when_workers_keep_up():
     v = diagnose({"decode": 5 * MS, "augment_cpu": 9 * MS}, 2, cpu_count=2)
     assert v.kind == "augmentation-bound" and "already 2 of 2" in v.message
     assert "no model step given" in v.message
+    # measured loaders: more workers were slower, so they are not the advice
+    v = diagnose({"decode": 30 * MS}, 1, cpu_count=4, measured={0: 0.03, 1: 0.05, 2: 0.06})
+    assert "measured slower" in v.message and "raise workers" not in v.message
     assert set(VERDICTS) == {"io-bound", "decode-bound", "augmentation-bound",
                              "transfer-bound", "device-bound"}  # fmt: skip
 
@@ -111,5 +114,7 @@ def test_profile_a_heatmap_config_and_time_a_model_step():
     assert prof.batch_size == 2 and prof.backend == "cpu" and prof.workers == cfg.data.workers
     assert prof.stages["targets"] > 0 and prof.verdict.kind in VERDICTS
     assert "workers 1 not measured" in " ".join(prof.notes)
+    assert cfg.data.cache_images and prof.stages["decode"] == 0 and prof.stages["read"] == 0
+    assert "first epoch only" in " ".join(prof.notes)
     with pytest.raises(ValueError, match="heatmap or deeppose"):
         profile_config(load_config(None))
