@@ -25,7 +25,7 @@ MS = 1e-3
         ({"read": 1 * MS, "decode": 10 * MS, "augment_device": 30 * MS}, 4, "augmentation-bound",
          "augment_device", "data.backend=cpu"),
         ({"decode": 10 * MS, "augment_cpu": 10 * MS, "transfer": 40 * MS}, 4, "transfer-bound",
-         "transfer", "uint8"),
+         "transfer", "pin_memory"),
         ({"decode": 10 * MS, "augment_cpu": 10 * MS, "h2d": 40 * MS}, 4, "transfer-bound", "h2d",
          "pin_memory"),
     ],
@@ -56,6 +56,9 @@ def test_device_bound_when_workers_keep_up():
     # measured loaders: more workers were slower, so they are not the advice
     v = diagnose({"decode": 30 * MS}, 1, cpu_count=4, measured={0: 0.03, 1: 0.05, 2: 0.06})
     assert "measured slower" in v.message and "raise workers" not in v.message
+    v = diagnose({"augment_cpu": 3 * MS, "transfer": 13 * MS}, 1, measured={0: 0.004, 1: 0.016})
+    assert v.kind == "transfer-bound" and "pin_memory" not in v.message  # a CPU device
+    assert "0 workers build a batch in 4.0 ms" in v.message
     assert set(VERDICTS) == {"io-bound", "decode-bound", "augmentation-bound",
                              "transfer-bound", "device-bound"}  # fmt: skip
 
