@@ -43,7 +43,15 @@ from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import centernet_decode, centernet_radius_bound
 from .skeleton import Skeleton
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "CenterNet", "build_model", "evaluate"]
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "CenterNet",
+    "batched_oks_nms",
+    "build_model",
+    "evaluate",
+    "pairwise_oks",
+]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
