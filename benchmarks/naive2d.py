@@ -7,6 +7,11 @@
   joints for the quarter-pixel shift).
 - :func:`plain_opencv_augment`: a plain per-sample OpenCV top-down pipeline (full-image flip,
   3-point affine, warp, colour jitter through HSV, noise, shadow), as data loaders usually do.
+- :func:`multiperson_augment_loop`: one whole image through ``cv2.warpAffine`` and its people
+  person by person (the CenterNet data loader's way).
+- :func:`centernet_decode_loop`, :func:`oks_nms_loop`: CenterNet decoding of one image, peak
+  by peak and joint by joint, mapped back to the image, then the greedy OKS-NMS of the
+  bottom-up code bases.
 """
 
 from __future__ import annotations
@@ -188,3 +193,100 @@ def plain_opencv_augment(sample, rng, flip_index, size, cfg):
         f = 1 - rng.uniform(*cfg.shadow_strength)
         crop[mask] = (crop[mask] * f).astype(np.uint8)
     return crop, kp, vis
+
+
+def multiperson_augment_loop(image, M, boxes, kps, vis, flip, flip_index, size):
+    """One image: warp with ``M (2, 3)``, then each person's box corners and joints (a loop over
+    people and joints); boxes ``(N, 4)`` x, y, w, h -> x1, y1, x2, y2."""
+    S = size
+    crop = cv2.warpAffine(image, M, (S, S), flags=cv2.INTER_LINEAR)
+    N, K = kps.shape[:2]
+    out_boxes = np.zeros((N, 4), np.float32)
+    out_kps = np.zeros((N, K, 2), np.float32)
+    out_vis = np.zeros((N, K), np.int64)
+    for n in range(N):
+        x, y, w, h = boxes[n]
+        c = np.array([[x, y, 1], [x + w, y, 1], [x, y + h, 1], [x + w, y + h, 1]]) @ M.T
+        out_boxes[n] = [*c.min(0), *c.max(0)]
+        for j in range(K):
+            src = flip_index[j] if flip else j
+            q = M @ np.array([kps[n, src, 0], kps[n, src, 1], 1.0])
+            out_kps[n, j] = q
+            inside = -0.5 <= q[0] < S - 0.5 and -0.5 <= q[1] < S - 0.5
+            out_vis[n, j] = vis[n, src] if inside else 0
+    return crop, out_boxes, out_kps, out_vis
+
+
+def _max3(h):
+    p = np.pad(h, 1, constant_values=-np.inf)
+    H, W = h.shape
+    return np.max([p[i : i + H, j : j + W] for i in range(3) for j in range(3)], axis=0)
+
+
+def _peaks(h, k):
+    peaks = h * (_max3(h) == h)
+    flat = peaks.ravel()
+    idx = np.argsort(-flat, kind="stable")[:k]
+    return flat[idx], idx
+
+
+def centernet_decode_loop(out, M_inv, k=20, thr=0.1, stride=4):
+    """CenterNet pose decoding of ONE image from numpy head outputs (heatmaps as probabilities),
+    people mapped to image pixels with ``M_inv (2, 3)`` (input -> image).
+
+    Returns ``scores (k,)``, ``boxes (k, 4)``, ``keypoints (k, K, 2)``, ``kp_scores (k, K)``.
+    """
+    heat, wh, reg = out["heatmap"][0], out["size"], out["offset"]
+    hps, hm_hp, hp_off = out["joint_offset"], out["joint_heatmaps"], out["joint_sub_offset"]
+    K, H, W = hm_hp.shape
+    scores, idx = _peaks(heat, k)
+    cand = []
+    for j in range(K):  # joint heatmap peaks, joint by joint
+        s, i = _peaks(hm_hp[j], k)
+        xs, ys = i % W, i // W
+        xy = np.stack([xs + hp_off[0, ys, xs], ys + hp_off[1, ys, xs]], -1)
+        cand.append((s, xy))
+    boxes = np.zeros((len(idx), 4))
+    kps = np.zeros((len(idx), K, 2))
+    kp_scores = np.zeros((len(idx), K))
+    for p, i in enumerate(idx):  # peak by peak
+        y, x = divmod(int(i), W)
+        cx, cy = x + reg[0, y, x], y + reg[1, y, x]
+        w, h = wh[0, y, x], wh[1, y, x]
+        box = np.array([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2])
+        for j in range(K):  # joint by joint: regressed, then snapped to a near joint peak
+            pt = np.array([x + hps[2 * j, y, x], y + hps[2 * j + 1, y, x]])
+            s, xy = cand[j]
+            d = np.where(s > thr, np.linalg.norm(xy - pt, axis=-1), np.inf)
+            m = int(np.argmin(d))
+            q = xy[m]
+            inside = box[0] <= q[0] <= box[2] and box[1] <= q[1] <= box[3]
+            if np.isfinite(d[m]) and inside and d[m] <= 0.3 * max(w, h):
+                pt = q
+            kps[p, j] = pt
+            ix = int(np.clip(np.floor(pt[0]), 0, W - 1))
+            iy = int(np.clip(np.floor(pt[1]), 0, H - 1))
+            kp_scores[p, j] = hm_hp[j, iy, ix]
+        kps[p] = (kps[p] * stride) @ M_inv[:, :2].T + M_inv[:, 2]
+        c = np.array([[box[0], box[1]], [box[2], box[1]], [box[0], box[3]], [box[2], box[3]]])
+        c = (c * stride) @ M_inv[:, :2].T + M_inv[:, 2]
+        boxes[p] = [*c.min(0), *c.max(0)]
+    return scores, boxes, kps, kp_scores
+
+
+def oks_nms_loop(kpts, scores, areas, thr, sigmas):
+    """Greedy OKS-NMS, one pose at a time (the bottom-up code bases' ``oks_nms``)."""
+    order = list(np.argsort(-scores, kind="stable"))
+    var = (2 * np.asarray(sigmas)) ** 2
+    keep = []
+    while order:
+        i = order.pop(0)
+        keep.append(i)
+        rest = []
+        for j in order:
+            d2 = ((kpts[i, :, :2] - kpts[j, :, :2]) ** 2).sum(-1)
+            e = d2 / var / ((areas[i] + areas[j]) / 2 + np.spacing(1)) / 2
+            if np.exp(-e).mean() <= thr:
+                rest.append(j)
+        order = rest
+    return keep
