@@ -29,6 +29,7 @@ __all__ = [
     "invert_affine",
     "transform_points",
     "warp_affine",
+    "warp_affine_indexed",
 ]
 
 
@@ -250,3 +251,100 @@ def warp_affine(
         return out.to(out_dtype)
     info = torch.iinfo(out_dtype)
     return out.round().clamp_(info.min, info.max).to(out_dtype)
+
+
+def warp_affine_indexed(
+    images: torch.Tensor,
+    matrices: torch.Tensor,
+    size: tuple[int, int],
+    batch_index: torch.Tensor,
+    fill: float = 0.0,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Affine warps of ``K`` crops out of ``B`` images, crop ``k`` read from image
+    ``batch_index[k]`` (several crops per image, e.g. every person of a picture).
+
+    The geometry of :func:`warp_affine` (``cv2.warpAffine``, bilinear, constant border ``fill``)
+    without copying an image per crop: the four neighbours of every output pixel are gathered
+    from the images directly (channels-last rows), so the work is ``K * H * W * C``, whatever
+    the image size. ``warp_affine(images[batch_index], ...)`` gives the same values (to float
+    rounding).
+
+    Args:
+        images: ``(B, C, H_in, W_in)`` uint8 or floating point; channels-last memory (e.g.
+            ``(B, H, W, C).permute(0, 3, 1, 2)``) is read without a copy.
+        matrices: ``(K, 2, 3)`` source -> output matrices.
+        size: ``(H, W)`` of the output.
+        batch_index: ``(K,)`` integer image of each crop, in ``[0, B)``.
+        fill: border value.
+        out_dtype: output dtype; default the input's (integer outputs are rounded and clamped).
+
+    Returns:
+        ``(K, C, H, W)``.
+    """
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
+    if images.dim() != 4:
+        raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
+    check_tensor("matrices", matrices, 3)
+    if not isinstance(batch_index, torch.Tensor) or batch_index.is_floating_point():
+        raise TypeError("batch_index must be an integer torch.Tensor")
+    K = batch_index.shape[0] if batch_index.dim() == 1 else -1
+    if batch_index.dim() != 1 or matrices.shape != (K, 2, 3):
+        raise ValueError(
+            f"matrices must have shape (K, 2, 3) and batch_index (K,), got "
+            f"{tuple(matrices.shape)} and {tuple(batch_index.shape)}"
+        )
+    B, C, H_in, W_in = images.shape
+    _check_index("batch_index", batch_index, B)
+    H, W = (int(v) for v in size)
+    if H < 1 or W < 1:
+        raise ValueError(f"size must be positive (H, W), got {size}")
+    out_dtype = out_dtype or images.dtype
+    work = images.dtype if images.is_floating_point() else matrices.dtype
+    if not work.is_floating_point:
+        work = torch.float32
+    if images.device.type == "cpu" and work in (torch.float16, torch.bfloat16):
+        work = torch.float32
+    inv = invert_affine(matrices.to(torch.float64 if work == torch.float64 else torch.float32))
+    ys = torch.arange(H, device=images.device, dtype=inv.dtype)
+    xs = torch.arange(W, device=images.device, dtype=inv.dtype)
+    a, b, c = inv[:, 0, 0, None, None], inv[:, 0, 1, None, None], inv[:, 0, 2, None, None]
+    d, e, f = inv[:, 1, 0, None, None], inv[:, 1, 1, None, None], inv[:, 1, 2, None, None]
+    X, Y = xs[None, None, :], ys[None, :, None]
+    sx = (a * X + b * Y + c).to(work)  # (K, H, W) source pixel coordinates
+    sy = (d * X + e * Y + f).to(work)
+    x0, y0 = torch.floor(sx), torch.floor(sy)
+    wx1, wy1 = sx - x0, sy - y0
+    x0, y0 = x0.long(), y0.long()
+    # four neighbours (y0, x0), (y0, x1), (y1, x0), (y1, x1): (K, H, W, 4)
+    nx = torch.stack([x0, x0 + 1, x0, x0 + 1], -1)
+    ny = torch.stack([y0, y0, y0 + 1, y0 + 1], -1)
+    w = torch.stack(
+        [(1 - wx1) * (1 - wy1), wx1 * (1 - wy1), (1 - wx1) * wy1, wx1 * wy1], -1
+    )  # same bilinear weights as grid_sample
+    inside = (nx >= 0) & (nx < W_in) & (ny >= 0) & (ny < H_in)
+    row = (batch_index.view(K, 1, 1, 1) * H_in + ny.clamp(0, H_in - 1)) * W_in + nx.clamp(
+        0, W_in - 1
+    )
+    rows = images.permute(0, 2, 3, 1).reshape(B * H_in * W_in, C)  # a view if channels-last
+    v = rows.index_select(0, row.reshape(-1)).view(K, H, W, 4, C).to(work)
+    v = torch.where(inside.unsqueeze(-1), v, torch.full((), fill, dtype=work, device=v.device))
+    out = (v * w.unsqueeze(-1)).sum(-2).permute(0, 3, 1, 2)  # (K, C, H, W)
+    if out_dtype.is_floating_point:
+        return out.to(out_dtype)
+    info = torch.iinfo(out_dtype)
+    return out.round().clamp_(info.min, info.max).to(out_dtype)
+
+
+def _check_index(name: str, index: torch.Tensor, n: int) -> None:
+    """Index values in ``[0, n)``: checked on a CPU; a device-side assert on CUDA (no sync)."""
+    if torch.compiler.is_compiling() or index.numel() == 0:
+        return
+    ok = (index >= 0) & (index < n)
+    if index.device.type == "cpu":
+        if not bool(ok.all()):
+            bad = int(index[~ok][0])
+            raise ValueError(f"{name} must be in [0, {n}), got {bad}")
+    elif index.device.type == "cuda":
+        torch._assert_async(ok.all(), f"{name} must be in [0, {n})")
