@@ -114,7 +114,7 @@ def roi_align(
         >>> roi_align(f, torch.tensor([[0.0, 0.5, 0.5, 2.5, 2.5]]), 1, sampling_ratio=1)
         tensor([[[[5.]]]])
     """
-    check_tensor("features", features, 4)
+    check_tensor("features", features)
     if features.dim() != 4:
         raise ValueError(f"features must have shape (N, C, H, W), got {tuple(features.shape)}")
     _check_rois(rois)
