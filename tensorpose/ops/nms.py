@@ -1,9 +1,9 @@
-"""Non-maximum suppression as batched tensor functions: box NMS, per-class box NMS and OKS-NMS
-of keypoint predictions.
+"""Non-maximum suppression as batched tensor functions: box NMS, per-category box NMS and
+OKS-NMS of keypoint predictions, each equal to the greedy loop.
 
-Each function builds the whole pairwise overlap matrix (IoU or OKS) of the score-sorted
-candidates at once, then solves the greedy suppression exactly with a Cluster-NMS-style
-fixed-point iteration on its upper triangle (:func:`greedy_keep`); no Python loop over boxes.
+The overlaps (IoU or OKS) of the score-sorted candidates are computed as matrices, and the
+greedy suppression is solved exactly with a Cluster-NMS-style fixed-point iteration on the
+upper triangle of the suppression matrix (:func:`greedy_keep`); no Python loop over boxes.
 
 Conventions, shared by all three (and by torchvision's ``nms`` for boxes):
 
@@ -14,13 +14,21 @@ Conventions, shared by all three (and by torchvision's ``nms`` for boxes):
   overlaps (two zero-area boxes) suppress nothing.
 - The result is the kept indices into the input, ``int64``, in that visiting order.
 
-Memory is ``O(N^2)`` (``O(N^2 K)`` for OKS): meant for the hundreds to few thousands of
-candidates of one image. The output size depends on the data, so each call reads back to the
-host (one small read per fixed-point iteration): call it on a finished prediction, not inside
-a training step.
+On a CPU the sorted candidates are taken in tiles of a few hundred (:func:`_greedy`): a tile
+first drops what the candidates kept so far suppress (one overlap block against the kept ones
+only), then runs the fixed point on its own upper triangle. That keeps every temporary in
+cache, computes no overlap of a suppressed candidate with later ones, and bounds the fixed
+point's worst case (a chain of boxes that each overlap only their neighbours, about one
+iteration per box) to tile-sized matrices. On a GPU the whole set is one tile.
+
+The output size depends on the data, so each call reads back to the host (one small read per
+tile and fixed-point iteration): call it on a finished prediction, not inside a training step.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 
@@ -79,11 +87,13 @@ def _check_scores(scores: object, n: int, what: str) -> torch.Tensor:
     return scores
 
 
-def _check_boxes(boxes: object) -> torch.Tensor:
-    check_tensor("boxes", boxes)
+def _check_boxes(boxes: object, name: str = "boxes") -> torch.Tensor:
+    check_tensor(name, boxes)
     if boxes.dim() != 2 or boxes.shape[1] != 4:
-        raise ValueError(f"boxes must have shape (N, 4) (x1, y1, x2, y2), got {tuple(boxes.shape)}")
-    check_finite("boxes", boxes)
+        raise ValueError(
+            f"{name} must have shape (N, 4) (x1, y1, x2, y2), got {tuple(boxes.shape)}"
+        )
+    check_finite(name, boxes)
     return boxes
 
 
@@ -108,6 +118,61 @@ def _check_areas(areas: object, n: int) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- core
+_TILE = 1 << 16  # CPU tile: about this many overlap values (times K for OKS) per temporary
+_MIN_ROWS = 16
+Overlap = Callable[[torch.Tensor, int, int], torch.Tensor]
+
+
+def _tile_rows(n: int, device: torch.device, width: int = 1) -> int:
+    if device.type != "cpu":
+        return max(n, 1)
+    return max(_MIN_ROWS, math.isqrt(_TILE // width))
+
+
+def _fixed_point(A: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+    """Greedy keep of candidates in visiting order: ``A`` float32 0/1, the strict upper triangle
+    of "``i`` suppresses ``j``"; ``alive`` bool, the candidates not already suppressed."""
+    keep = alive
+    # A loop over fixed-point iterations (at most N, usually a handful), not over boxes: each
+    # is one matrix-vector product and reads one bool back to the host. (keep @ A)[j] counts
+    # the kept suppressors of j: a sum of 0/1 terms, zero only when every term is.
+    while True:
+        new = alive & ((keep.to(A.dtype) @ A) == 0)
+        if torch.equal(new, keep):
+            return keep
+        keep = new
+
+
+def _greedy(n: int, suppresses: Overlap, device: torch.device, width: int = 1) -> torch.Tensor:
+    """Greedy keep ``(n,)`` bool of ``n`` candidates in visiting order.
+
+    ``suppresses(rows, s, e)`` is the bool ``(len(rows), e - s)`` block "candidate ``rows[i]``
+    suppresses candidate ``s + j`` if kept". Tiles of candidates go in order: a tile drops the
+    candidates that the kept ones of earlier tiles suppress (final: those are decided), then
+    the fixed point of :func:`greedy_keep` runs on the tile's upper triangle.
+    """
+    keep = torch.zeros(n, dtype=torch.bool, device=device)
+    kept = torch.zeros(0, dtype=torch.long, device=device)
+    rows = _tile_rows(n, device, width)
+    # A loop over tiles of candidates (cache blocking on a CPU; one tile on a GPU), not boxes.
+    for s in range(0, n, rows):
+        e = min(n, s + rows)
+        if len(kept):
+            alive = ~suppresses(kept, s, e).amax(0)  # amax: a fast column reduction on a CPU
+        else:
+            alive = torch.ones(e - s, dtype=torch.bool, device=device)
+        tile = torch.arange(s, e, device=device)
+        # strict upper triangle by comparing indices (triu_ runs threaded even on tiny
+        # tensors, which costs milliseconds on a busy CPU)
+        upper = tile[:, None] < tile[None, :]
+        A = suppresses(tile, s, e).logical_and_(upper).to(torch.float32)
+        k = _fixed_point(A, alive)
+        keep[s:e] = k
+        if e < n:
+            kept = torch.cat([kept, tile[k]])
+    return keep
+
+
 def greedy_keep(suppress: torch.Tensor) -> torch.Tensor:
     """Exact greedy suppression from a pairwise suppression matrix.
 
@@ -120,9 +185,8 @@ def greedy_keep(suppress: torch.Tensor) -> torch.Tensor:
     ``keep <- not any_i (A[i, j] and keep[i])`` on the strict upper triangle ``A`` until it
     stops changing. After ``t`` iterations the first ``t`` entries are final (induction on
     ``j``), so it stops after at most ``N`` iterations, and a state that does not change is a
-    solution of the rule, hence the greedy result. Random boxes need a handful of iterations;
-    a chain of boxes that each overlap only their neighbour needs about ``N`` (measured in
-    ``benchmarks/nms.py``).
+    solution of the rule, hence the greedy result. Clustered detections need a handful of
+    iterations; a chain of boxes that each overlap only their neighbour needs about ``N``.
 
     Args:
         suppress: ``(N, N)`` bool.
@@ -134,17 +198,28 @@ def greedy_keep(suppress: torch.Tensor) -> torch.Tensor:
         raise TypeError("suppress must be a bool torch.Tensor")
     if suppress.dim() != 2 or suppress.shape[0] != suppress.shape[1]:
         raise ValueError(f"suppress must have shape (N, N), got {tuple(suppress.shape)}")
-    n = suppress.shape[0]
-    # float32 counts are exact up to 2^24 suppressors; one GEMV per iteration
-    A = torch.triu(suppress, diagonal=1).to(torch.float32)
-    keep = torch.ones(n, dtype=torch.bool, device=suppress.device)
-    # A loop over fixed-point iterations (at most N, usually a few), not over boxes; each
-    # iteration reads one bool back to the host to test for the fixed point.
-    while True:
-        new = (keep.to(torch.float32) @ A) == 0
-        if torch.equal(new, keep):
-            return keep
-        keep = new
+    i = torch.arange(suppress.shape[0], device=suppress.device)
+    A = (suppress & (i[:, None] < i[None, :])).to(torch.float32)
+    return _fixed_point(A, torch.ones_like(i, dtype=torch.bool))
+
+
+def _iou_blocks(boxes: torch.Tensor) -> Overlap:
+    """``iou(rows, s, e)``: IoU of boxes ``rows`` against boxes ``s:e`` (torchvision's
+    arithmetic, written in place to keep temporaries few)."""
+    x1, y1, x2, y2 = (v.contiguous() for v in boxes.unbind(1))
+    area = (x2 - x1) * (y2 - y1)
+
+    def iou(rows: torch.Tensor, s: int, e: int) -> torch.Tensor:
+        r = (x1[rows, None], y1[rows, None], x2[rows, None], y2[rows, None], area[rows, None])
+        w = torch.minimum(r[2], x2[None, s:e])
+        w.sub_(torch.maximum(r[0], x1[None, s:e])).clamp_(min=0)
+        h = torch.minimum(r[3], y2[None, s:e])
+        h.sub_(torch.maximum(r[1], y1[None, s:e])).clamp_(min=0)
+        inter = w.mul_(h)
+        union = torch.add(r[4], area[None, s:e], out=h).sub_(inter)
+        return inter.div_(union)
+
+    return iou
 
 
 def box_iou(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
@@ -161,17 +236,13 @@ def box_iou(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
         >>> box_iou(torch.tensor([[0.0, 0.0, 2.0, 2.0]]), torch.tensor([[1.0, 0.0, 3.0, 2.0]]))
         tensor([[0.3333]])
     """
-    a = _check_boxes(boxes1)
-    b = _check_boxes(boxes2) if boxes2 is not boxes1 else a
+    a, b = _check_boxes(boxes1, "boxes1"), _check_boxes(boxes2, "boxes2")
     area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
     area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    w = (
-        torch.minimum(a[:, None, 2], b[None, :, 2]) - torch.maximum(a[:, None, 0], b[None, :, 0])
-    ).clamp_(min=0)
-    h = (
-        torch.minimum(a[:, None, 3], b[None, :, 3]) - torch.maximum(a[:, None, 1], b[None, :, 1])
-    ).clamp_(min=0)
-    inter = w.mul_(h)
+    lt = torch.maximum(a[:, None, :2], b[None, :, :2])
+    rb = torch.minimum(a[:, None, 2:], b[None, :, 2:])
+    wh = (rb - lt).clamp_(min=0)
+    inter = wh[..., 0] * wh[..., 1]
     return inter / (area_a[:, None] + area_b[None, :] - inter)
 
 
@@ -202,8 +273,8 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torc
     _check_scores(scores, boxes.shape[0], "boxes")
     thr = _check_threshold("iou_threshold", iou_threshold)
     order = _sorted_order(scores)
-    b = boxes[order]
-    keep = greedy_keep(box_iou(b, b) > thr)
+    iou = _iou_blocks(boxes[order])
+    keep = _greedy(len(order), lambda r, s, e: iou(r, s, e) > thr, boxes.device)
     return order[keep]
 
 
@@ -214,10 +285,10 @@ def batched_nms(
 
     The same result as running :func:`nms` on each category alone and merging the kept
     indices in decreasing score order (stable). Boxes of different categories never suppress
-    each other: the overlap matrix is masked by "same category", which is exact for any
+    each other: the suppression matrix is masked by "same category", which is exact for any
     coordinates (torchvision's trick of shifting each category's boxes by ``idx * (max + 1)``
     reaches the same goal with one plain NMS, but rounds the shifted coordinates and assumes
-    non-negative boxes; the masked matrix costs nothing extra here).
+    non-negative boxes; the mask costs one comparison per pair here).
 
     Args:
         boxes: ``(N, 4)`` ``x1, y1, x2, y2``.
@@ -239,9 +310,51 @@ def batched_nms(
         )
     thr = _check_threshold("iou_threshold", iou_threshold)
     order = _sorted_order(scores)
-    b, c = boxes[order], idxs[order]
-    keep = greedy_keep((box_iou(b, b) > thr) & (c[:, None] == c[None, :]))
-    return order[keep]
+    iou, c = _iou_blocks(boxes[order]), idxs[order]
+
+    def suppresses(r: torch.Tensor, s: int, e: int) -> torch.Tensor:
+        return (iou(r, s, e) > thr).logical_and_(c[r, None] == c[None, s:e])
+
+    return order[_greedy(len(order), suppresses, boxes.device)]
+
+
+def _oks_blocks(
+    keypoints: torch.Tensor,
+    areas: torch.Tensor,
+    sigmas: tuple[float, ...] | torch.Tensor,
+    vis_threshold: float | None,
+) -> Overlap:
+    """``oks(rows, s, e)``: OKS of predictions ``rows`` against predictions ``s:e``."""
+    k = keypoints.shape[1]
+    dt, dev = keypoints.dtype, keypoints.device
+    if isinstance(sigmas, torch.Tensor):
+        sig = sigmas.to(dev, dt)
+    else:
+        sig = constant(tuple(float(v) for v in sigmas), dev, dt)
+    if sig.shape != (k,):
+        raise ValueError(f"sigmas must have K={k} values (keypoints), got shape {tuple(sig.shape)}")
+    var = (sig * 2) ** 2
+    x, y = keypoints[..., 0].contiguous(), keypoints[..., 1].contiguous()
+    a = areas.to(dt)
+    eps = torch.finfo(torch.float64).eps
+    # exp(-e) is 0 or denormal beyond this (torch's CPU exp is several times slower there):
+    # those terms count as 0 (their true value is below 1e-304 in float64, 2e-35 in float32)
+    cut = 700.0 if dt == torch.float64 else 80.0
+    v = keypoints[..., 2] > float(vis_threshold) if vis_threshold is not None else None
+
+    def oks(rows: torch.Tensor, s: int, e: int) -> torch.Tensor:
+        dx = x[rows, None] - x[None, s:e]  # (R, C, K)
+        dy = y[rows, None] - y[None, s:e]
+        d2 = dx.mul_(dx).add_(dy.mul_(dy))
+        scale = ((a[rows, None] + a[None, s:e]) / 2 + eps).unsqueeze(-1)
+        ex = d2.div_(var).div_(scale).div_(2)
+        term = torch.where(ex < cut, torch.exp(-ex.clamp_(max=cut)), 0.0)
+        if v is None:
+            return term.mean(-1)
+        both = (v[rows, None] & v[None, s:e]).to(dt)
+        return (term * both).sum(-1) / both.sum(-1).clamp_min(1)
+
+    return oks
 
 
 def oks_matrix(
@@ -256,7 +369,8 @@ def oks_matrix(
     with ``d_k`` the distance of joint ``k`` of the two predictions, ``a`` their areas (the mean
     of the two, so the matrix is symmetric) and ``eps`` float64's machine epsilon. With
     ``vis_threshold``, only joints whose scores are ``> vis_threshold`` in both predictions
-    count (0 when none does).
+    count (0 when none does). Terms below ``exp(-700)`` (float64) or ``exp(-80)`` (float32)
+    count as 0.
 
     Args:
         keypoints: ``(N, K, 3)`` ``x, y, score``.
@@ -268,27 +382,10 @@ def oks_matrix(
         ``(N, N)`` in the keypoints' dtype.
     """
     _check_keypoints(keypoints)
-    n, k = keypoints.shape[:2]
+    n = keypoints.shape[0]
     _check_areas(areas, n)
-    dt, dev = keypoints.dtype, keypoints.device
-    if isinstance(sigmas, torch.Tensor):
-        sig = sigmas.to(dev, dt)
-    else:
-        sig = constant(tuple(float(v) for v in sigmas), dev, dt)
-    if sig.shape != (k,):
-        raise ValueError(f"sigmas must have K={k} values (keypoints), got shape {tuple(sig.shape)}")
-    var = (sig * 2) ** 2
-    xy = keypoints[..., :2]
-    d = xy[:, None] - xy[None, :]  # (N, N, K, 2)
-    d2 = d[..., 0] ** 2 + d[..., 1] ** 2
-    a = areas.to(dt)
-    s = ((a[:, None] + a[None, :]) / 2 + torch.finfo(torch.float64).eps).unsqueeze(-1)
-    e = d2 / var / s / 2
-    if vis_threshold is None:
-        return torch.exp(-e).mean(-1)
-    v = keypoints[..., 2] > float(vis_threshold)
-    both = (v[:, None] & v[None, :]).to(dt)
-    return (torch.exp(-e) * both).sum(-1) / both.sum(-1).clamp_min(1)
+    oks = _oks_blocks(keypoints, areas, sigmas, vis_threshold)
+    return oks(torch.arange(n, device=keypoints.device), 0, n)
 
 
 def oks_nms(
@@ -319,10 +416,11 @@ def oks_nms(
         ``keep (M,)`` int64 indices, in decreasing score order.
     """
     _check_keypoints(keypoints)
-    _check_scores(scores, keypoints.shape[0], "keypoints")
-    _check_areas(areas, keypoints.shape[0])
+    n, k = keypoints.shape[:2]
+    _check_scores(scores, n, "keypoints")
+    _check_areas(areas, n)
     thr = _check_threshold("threshold", threshold)
     order = _sorted_order(scores)
-    oks = oks_matrix(keypoints[order], areas[order], sigmas, vis_threshold)
-    keep = greedy_keep(oks > thr)
+    oks = _oks_blocks(keypoints[order], areas[order], sigmas, vis_threshold)
+    keep = _greedy(n, lambda r, s, e: oks(r, s, e) > thr, keypoints.device, width=k)
     return order[keep]

@@ -2,10 +2,12 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from tensorpose.metrics2d import COCO_SIGMAS as METRIC_SIGMAS
+from tensorpose.ops import nms as nms_module
 from tensorpose.ops.nms import (
     COCO_SIGMAS,
     batched_nms,
@@ -18,14 +20,15 @@ from tensorpose.ops.nms import (
 
 
 # ----------------------------------------------------------------------------- naive twins
-def naive_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """torchvision's CPU kernel for one pair, on 0-d tensors of the boxes' dtype."""
+def naive_iou(a, b):
+    """torchvision's CPU kernel for one pair, on numpy scalars of the boxes' dtype."""
     area_a = (a[2] - a[0]) * (a[3] - a[1])
     area_b = (b[2] - b[0]) * (b[3] - b[1])
-    w = torch.clamp(torch.minimum(a[2], b[2]) - torch.maximum(a[0], b[0]), min=0)
-    h = torch.clamp(torch.minimum(a[3], b[3]) - torch.maximum(a[1], b[1]), min=0)
+    w = np.maximum(np.minimum(a[2], b[2]) - np.maximum(a[0], b[0]), 0)
+    h = np.maximum(np.minimum(a[3], b[3]) - np.maximum(a[1], b[1]), 0)
     inter = w * h
-    return inter / (area_a + area_b - inter)
+    with np.errstate(invalid="ignore"):
+        return inter / (area_a + area_b - inter)
 
 
 def naive_greedy(n, scores, overlap, thr, same=None):
@@ -42,7 +45,8 @@ def naive_greedy(n, scores, overlap, thr, same=None):
 
 
 def naive_nms(boxes, scores, thr):
-    return naive_greedy(len(boxes), scores, lambda i, j: naive_iou(boxes[i], boxes[j]), thr)
+    b = boxes.numpy()
+    return naive_greedy(len(b), scores, lambda i, j: naive_iou(b[i], b[j]), thr)
 
 
 def naive_batched_nms(boxes, scores, idxs, thr):
@@ -56,23 +60,35 @@ def naive_batched_nms(boxes, scores, idxs, thr):
 
 
 def naive_oks(kp, areas, sigmas, i, j, vis_thr=None):
-    """MMPose's oks_iou for one pair, joint by joint."""
-    num, den = 0.0, 0
-    s = (areas[i] + areas[j]) / 2 + torch.finfo(torch.float64).eps
+    """MMPose's oks_iou for one pair, joint by joint, on numpy scalars of the dtype."""
+    num, den = 0, 0
+    s = (areas[i] + areas[j]) / 2 + np.finfo(np.float64).eps
+    s = s.astype(kp.dtype)
     for k in range(kp.shape[1]):
         if vis_thr is not None and not (kp[i, k, 2] > vis_thr and kp[j, k, 2] > vis_thr):
             continue
-        var = (torch.tensor(sigmas[k], dtype=kp.dtype) * 2) ** 2
+        var = (kp.dtype.type(sigmas[k]) * 2) ** 2
         d2 = (kp[i, k, 0] - kp[j, k, 0]) ** 2 + (kp[i, k, 1] - kp[j, k, 1]) ** 2
-        num = num + torch.exp(-(d2 / var / s / 2))
+        num = num + np.exp(-(d2 / var / s / 2))
         den += 1
-    return num / den if den else torch.zeros((), dtype=kp.dtype)
+    return num / den if den else 0.0
 
 
 def naive_oks_nms(kp, scores, areas, thr, sigmas=COCO_SIGMAS, vis_thr=None):
-    return naive_greedy(
-        len(kp), scores, lambda i, j: naive_oks(kp, areas, sigmas, i, j, vis_thr), thr
-    )
+    k, a = kp.numpy(), areas.numpy()
+    return naive_greedy(len(k), scores, lambda i, j: naive_oks(k, a, sigmas, i, j, vis_thr), thr)
+
+
+def tiled(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with the CPU's default tiles (one tile at these sizes) and with
+    tiles of 3 candidates (suppression by the kept ones of earlier tiles, fixed point within
+    each)."""
+    out = [fn(*args, **kwargs)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nms_module, "_TILE", 1)
+        mp.setattr(nms_module, "_MIN_ROWS", 3)
+        out.append(fn(*args, **kwargs))
+    return out
 
 
 # ----------------------------------------------------------------------------- random inputs
@@ -102,9 +118,10 @@ def test_nms_equals_greedy_loop(n, dtype):
     for trial in range(3):
         boxes, scores = random_boxes(g, n, dtype)
         for thr in (0.0, 0.3, 0.5, 0.7, 1.0):
-            keep = nms(boxes, scores, thr)
-            assert keep.dtype == torch.int64 and keep.shape == (len(keep),)
-            assert keep.tolist() == naive_nms(boxes, scores, thr), (trial, thr)
+            ref = naive_nms(boxes, scores, thr)
+            for keep in tiled(nms, boxes, scores, thr):
+                assert keep.dtype == torch.int64 and keep.shape == (len(keep),)
+                assert keep.tolist() == ref, (trial, thr)
 
 
 def test_nms_on_device(device):
@@ -141,7 +158,8 @@ def test_nms_by_hand():
     assert nms(touch, torch.tensor([0.9, 0.8, 0.7]), 0.0).tolist() == [0, 1]
     # a chain, IoU 0.5 / 2.5 = 0.2 between neighbours only: greedy keeps every other box
     chain = torch.tensor([[float(i), 0, i + 1.5, 1] for i in range(9)])
-    assert nms(chain, torch.linspace(1, 0.1, 9), 0.1).tolist() == [0, 2, 4, 6, 8]
+    for keep in tiled(nms, chain, torch.linspace(1, 0.1, 9), 0.1):
+        assert keep.tolist() == [0, 2, 4, 6, 8]
     assert nms(chain, torch.linspace(1, 0.1, 9), 0.2).tolist() == list(range(9))
     # empty input
     assert nms(torch.zeros(0, 4), torch.zeros(0), 0.5).shape == (0,)
@@ -172,8 +190,9 @@ def test_batched_nms_equals_per_category_loops(dtype):
             boxes, scores = random_boxes(g, n, dtype)
             idxs = torch.randint(0, 3, (n,), generator=g)
             for thr in (0.0, 0.5, 0.8):
-                keep = batched_nms(boxes, scores, idxs, thr)
-                assert keep.tolist() == naive_batched_nms(boxes, scores, idxs, thr)
+                ref = naive_batched_nms(boxes, scores, idxs, thr)
+                keeps = tiled(batched_nms, boxes, scores, idxs, thr)
+                assert [k.tolist() for k in keeps] == [ref, ref]
 
 
 def test_batched_nms_by_hand():
@@ -208,9 +227,9 @@ def test_oks_nms_equals_greedy_loop(dtype):
             scores = torch.randint(0, 4, (n,), generator=g).to(dtype) / 3
             for thr in (0.3, 0.6, 0.9):
                 for vis in (None, 0.3):
-                    keep = oks_nms(kp, scores, areas, thr, vis_threshold=vis)
                     ref = naive_oks_nms(kp, scores, areas, thr, vis_thr=vis)
-                    assert keep.tolist() == ref, (n, trial, thr, vis)
+                    keeps = tiled(oks_nms, kp, scores, areas, thr, vis_threshold=vis)
+                    assert [k.tolist() for k in keeps] == [ref, ref], (n, trial, thr, vis)
 
 
 def test_oks_by_hand():
