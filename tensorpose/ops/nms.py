@@ -27,6 +27,7 @@ tile and fixed-point iteration): call it on a finished prediction, not inside a 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -120,7 +121,7 @@ def _check_areas(areas: object, n: int) -> torch.Tensor:
 # ----------------------------------------------------------------------------- core
 _TILE = 1 << 16  # CPU tile: about this many overlap values (times K for OKS) per temporary
 _MIN_ROWS = 16
-Overlap = Callable[[torch.Tensor, int, int], torch.Tensor]
+Overlap = Callable[[torch.Tensor | slice, int, int], torch.Tensor]
 
 
 def _tile_rows(n: int, device: torch.device, width: int = 1) -> int:
@@ -147,9 +148,10 @@ def _greedy(n: int, suppresses: Overlap, device: torch.device, width: int = 1) -
     """Greedy keep ``(n,)`` bool of ``n`` candidates in visiting order.
 
     ``suppresses(rows, s, e)`` is the bool ``(len(rows), e - s)`` block "candidate ``rows[i]``
-    suppresses candidate ``s + j`` if kept". Tiles of candidates go in order: a tile drops the
-    candidates that the kept ones of earlier tiles suppress (final: those are decided), then
-    the fixed point of :func:`greedy_keep` runs on the tile's upper triangle.
+    suppresses candidate ``s + j`` if kept" (``rows``: an index tensor or a slice). Tiles of
+    candidates go in order: a tile drops the candidates that the kept ones of earlier tiles
+    suppress (final: those are decided), then the fixed point of :func:`greedy_keep` runs on
+    the tile's upper triangle.
     """
     keep = torch.zeros(n, dtype=torch.bool, device=device)
     kept = torch.zeros(0, dtype=torch.long, device=device)
@@ -161,16 +163,24 @@ def _greedy(n: int, suppresses: Overlap, device: torch.device, width: int = 1) -
             alive = ~suppresses(kept, s, e).amax(0)  # amax: a fast column reduction on a CPU
         else:
             alive = torch.ones(e - s, dtype=torch.bool, device=device)
-        tile = torch.arange(s, e, device=device)
-        # strict upper triangle by comparing indices (triu_ runs threaded even on tiny
-        # tensors, which costs milliseconds on a busy CPU)
-        upper = tile[:, None] < tile[None, :]
-        A = suppresses(tile, s, e).logical_and_(upper).to(torch.float32)
+        A = (
+            suppresses(slice(s, e), s, e)
+            .to(torch.float32)
+            .mul_(_upper(rows, device)[: e - s, : e - s])
+        )
         k = _fixed_point(A, alive)
         keep[s:e] = k
         if e < n:
-            kept = torch.cat([kept, tile[k]])
+            kept = torch.cat([kept, s + k.nonzero().squeeze(1)])
     return keep
+
+
+@functools.lru_cache(maxsize=16)
+def _upper(m: int, device: torch.device) -> torch.Tensor:
+    """Float32 ``(m, m)`` strict upper triangle of ones, built once per size and device (by
+    comparing indices: ``triu`` runs threaded even on tiny tensors, slow on a busy CPU)."""
+    i = torch.arange(m, device=device)
+    return (i[:, None] < i[None, :]).to(torch.float32)
 
 
 def greedy_keep(suppress: torch.Tensor) -> torch.Tensor:
@@ -206,11 +216,12 @@ def greedy_keep(suppress: torch.Tensor) -> torch.Tensor:
 def _iou_blocks(boxes: torch.Tensor) -> Overlap:
     """``iou(rows, s, e)``: IoU of boxes ``rows`` against boxes ``s:e`` (torchvision's
     arithmetic, written in place to keep temporaries few)."""
-    x1, y1, x2, y2 = (v.contiguous() for v in boxes.unbind(1))
-    area = (x2 - x1) * (y2 - y1)
+    x1, y1, x2, y2 = boxes.unbind(1)
+    P = torch.stack([x1, y1, x2, y2, (x2 - x1) * (y2 - y1)])  # (5, N): one gather per block
+    x1, y1, x2, y2, area = P.unbind(0)
 
-    def iou(rows: torch.Tensor, s: int, e: int) -> torch.Tensor:
-        r = (x1[rows, None], y1[rows, None], x2[rows, None], y2[rows, None], area[rows, None])
+    def iou(rows: torch.Tensor | slice, s: int, e: int) -> torch.Tensor:
+        r = P[:, rows, None]
         w = torch.minimum(r[2], x2[None, s:e])
         w.sub_(torch.maximum(r[0], x1[None, s:e])).clamp_(min=0)
         h = torch.minimum(r[3], y2[None, s:e])
@@ -312,7 +323,7 @@ def batched_nms(
     order = _sorted_order(scores)
     iou, c = _iou_blocks(boxes[order]), idxs[order]
 
-    def suppresses(r: torch.Tensor, s: int, e: int) -> torch.Tensor:
+    def suppresses(r: torch.Tensor | slice, s: int, e: int) -> torch.Tensor:
         return (iou(r, s, e) > thr).logical_and_(c[r, None] == c[None, s:e])
 
     return order[_greedy(len(order), suppresses, boxes.device)]
@@ -342,7 +353,7 @@ def _oks_blocks(
     cut = 700.0 if dt == torch.float64 else 80.0
     v = keypoints[..., 2] > float(vis_threshold) if vis_threshold is not None else None
 
-    def oks(rows: torch.Tensor, s: int, e: int) -> torch.Tensor:
+    def oks(rows: torch.Tensor | slice, s: int, e: int) -> torch.Tensor:
         dx = x[rows, None] - x[None, s:e]  # (R, C, K)
         dy = y[rows, None] - y[None, s:e]
         d2 = dx.mul_(dx).add_(dy.mul_(dy))
@@ -385,7 +396,7 @@ def oks_matrix(
     n = keypoints.shape[0]
     _check_areas(areas, n)
     oks = _oks_blocks(keypoints, areas, sigmas, vis_threshold)
-    return oks(torch.arange(n, device=keypoints.device), 0, n)
+    return oks(slice(0, n), 0, n)
 
 
 def oks_nms(
