@@ -127,7 +127,7 @@ Overlap = Callable[[torch.Tensor | slice, int, int], torch.Tensor]
 def _tile_rows(n: int, device: torch.device, width: int = 1) -> int:
     if device.type != "cpu":
         return max(n, 1)
-    return max(_MIN_ROWS, math.isqrt(_TILE // width))
+    return max(1, min(n, max(_MIN_ROWS, math.isqrt(_TILE // width))))
 
 
 def _fixed_point(A: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
