@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import check_finite, check_last_dims, check_tensor
+from ._constants import constant
 
 __all__ = [
     "box_to_center_scale",
@@ -264,15 +265,18 @@ def warp_affine_indexed(
     """Affine warps of ``K`` crops out of ``B`` images, crop ``k`` read from image
     ``batch_index[k]`` (several crops per image, e.g. every person of a picture).
 
-    The geometry of :func:`warp_affine` (``cv2.warpAffine``, bilinear, constant border ``fill``)
-    without copying an image per crop: the four neighbours of every output pixel are gathered
-    from the images directly (channels-last rows), so the work is ``K * H * W * C``, whatever
-    the image size. ``warp_affine(images[batch_index], ...)`` gives the same values (to float
-    rounding).
+    The geometry of :func:`warp_affine` (``cv2.warpAffine``, bilinear, constant border
+    ``fill``) without an image copy per crop: the ``B`` images are stacked into one tall image
+    with a zero row between neighbours and sampled by one ``grid_sample``; a crop's sample
+    points are shifted to its own image, and points whose two source rows would leave it
+    (``y <= -1`` or ``y >= H``) are moved outside the tall image, so every sample reads exactly
+    its own image or the border. ``warp_affine(images[batch_index], ...)`` gives the same
+    values to float rounding (the tall image's coordinates are larger: about
+    ``1e-4 * B`` pixels in float32, negligible in float64).
 
     Args:
         images: ``(B, C, H_in, W_in)`` uint8 or floating point; channels-last memory (e.g.
-            ``(B, H, W, C).permute(0, 3, 1, 2)``) is read without a copy.
+            ``(B, H, W, C).permute(0, 3, 1, 2)``) is fine.
         matrices: ``(K, 2, 3)`` source -> output matrices.
         size: ``(H, W)`` of the output.
         batch_index: ``(K,)`` integer image of each crop, in ``[0, B)``.
@@ -306,31 +310,43 @@ def warp_affine_indexed(
         work = torch.float32
     if images.device.type == "cpu" and work in (torch.float16, torch.bfloat16):
         work = torch.float32
-    inv = invert_affine(matrices.to(torch.float64 if work == torch.float64 else torch.float32))
-    ys = torch.arange(H, device=images.device, dtype=inv.dtype)
-    xs = torch.arange(W, device=images.device, dtype=inv.dtype)
-    a, b, c = inv[:, 0, 0, None, None], inv[:, 0, 1, None, None], inv[:, 0, 2, None, None]
-    d, e, f = inv[:, 1, 0, None, None], inv[:, 1, 1, None, None], inv[:, 1, 2, None, None]
-    X, Y = xs[None, None, :], ys[None, :, None]
-    sx = (a * X + b * Y + c).to(work)  # (K, H, W) source pixel coordinates
-    sy = (d * X + e * Y + f).to(work)
-    x0, y0 = torch.floor(sx), torch.floor(sy)
-    wx1, wy1 = sx - x0, sy - y0
-    x0, y0 = x0.long(), y0.long()
-    # four neighbours (y0, x0), (y0, x1), (y1, x0), (y1, x1): (K, H, W, 4)
-    nx = torch.stack([x0, x0 + 1, x0, x0 + 1], -1)
-    ny = torch.stack([y0, y0, y0 + 1, y0 + 1], -1)
-    w = torch.stack(
-        [(1 - wx1) * (1 - wy1), wx1 * (1 - wy1), (1 - wx1) * wy1, wx1 * wy1], -1
-    )  # same bilinear weights as grid_sample
-    inside = (nx >= 0) & (nx < W_in) & (ny >= 0) & (ny < H_in)
-    row = (batch_index.view(K, 1, 1, 1) * H_in + ny.clamp(0, H_in - 1)) * W_in + nx.clamp(
-        0, W_in - 1
-    )
-    rows = images.permute(0, 2, 3, 1).reshape(B * H_in * W_in, C)  # a view if channels-last
-    v = rows.index_select(0, row.reshape(-1)).view(K, H, W, 4, C).to(work)
-    v = torch.where(inside.unsqueeze(-1), v, torch.full((), fill, dtype=work, device=v.device))
-    out = (v * w.unsqueeze(-1)).sum(-2).permute(0, 3, 1, 2)  # (K, C, H, W)
+    # the tall image: (1, C, B * (H_in + 1), W_in), a zero row below each image
+    Ht = H_in + 1
+    tall = torch.empty(1, C, B * Ht, W_in, dtype=work, device=images.device)
+    rows = tall.view(C, B, Ht, W_in)
+    rows[:, :, H_in:].zero_()
+    view = rows[:, :, :H_in]
+    view.copy_(images.permute(1, 0, 2, 3))
+    if fill != 0.0:
+        view.sub_(fill)  # bilinear is linear: warp (x - fill) with zero border, add fill back
+    # One affine map per crop, output pixel -> tall-image [-1, 1] coordinates (the inverse
+    # warp, the shift to the crop's own image, the tall image's normalisation), composed in
+    # float64; each grid coordinate is then one broadcast add of a row and a column term.
+    f64 = torch.float64
+    Hs = B * Ht
+    theta = invert_affine(matrices.to(f64))
+    top = batch_index.to(f64) * Ht  # first row of each crop's image in the tall image
+    scale = constant((2 / W_in, 2 / Hs), images.device, f64).view(1, 2, 1)
+    theta = theta * scale
+    theta[:, 0, 2] += 1 / W_in - 1
+    theta[:, 1, 2] += (2 * top + 1) / Hs - 1
+    theta = theta.to(work)
+    X = torch.arange(W, device=images.device, dtype=work).view(1, 1, W)
+    Y = torch.arange(H, device=images.device, dtype=work).view(1, H, 1)
+    grid = torch.empty(K, H, W, 2, device=images.device, dtype=work)
+    for i in range(2):  # x, then y
+        t = theta[:, i, :, None, None]
+        torch.add(t[:, 0] * X, t[:, 1] * Y + t[:, 2], out=grid[..., i])
+    # a point whose two source rows leave its image (y <= -1 or y >= H_in) moves outside
+    lo = ((2 * (top - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
+    hi = ((2 * (top + H_in) + 1) / Hs - 1).to(work).view(K, 1, 1)
+    gy = grid[..., 1]
+    grid[..., 0].masked_fill_((gy <= lo) | (gy >= hi), -3.0)
+    grid = grid.view(1, K * H, W, 2)
+    out = F.grid_sample(tall, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    out = out.view(C, K, H, W).transpose(0, 1)
+    if fill != 0.0:
+        out = out + fill
     if out_dtype.is_floating_point:
         return out.to(out_dtype)
     info = torch.iinfo(out_dtype)

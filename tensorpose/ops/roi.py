@@ -1,8 +1,8 @@
 """Region crops as batched tensor functions: ROI align on feature maps (torchvision's
 semantics) and top-down person crops of images with the matrices that map keypoints back.
 
-No loop over regions, bins or samples: every sample point of every bin of every region is
-one row of one gather.
+No loop over regions, bins or samples: ROI align gathers one window of the feature map per
+region and contracts it with per-axis bilinear weights (two small matrix products).
 """
 
 from __future__ import annotations
@@ -89,10 +89,15 @@ def roi_align(
       the region's size to at least 1.
     - Grid: ``sampling_ratio`` samples per bin side, or (``<= 0``) adaptive
       ``ceil(roi_h / oh) x ceil(roi_w / ow)`` per region. Regions of a batch share the
-      largest grid, the unused slots are masked; finding it reads one number back to the host.
+      largest grid, the unused slots are masked.
     - Bilinear border rule: a sample with ``y < -1`` or ``y > H`` (or the same for ``x``)
       contributes 0; otherwise its coordinates are clamped into ``[0, H - 1]``.
     - A region with an empty grid (e.g. ``x2 < x1`` when aligned) gives zeros.
+
+    Computed separably: each region gathers the window of the map its samples touch and two
+    small matrix products with the per-axis weights give the bins (equal to the per-sample
+    sum up to float rounding). Shapes depend on the data (the largest grid and window): a few
+    host reads per call, so use it on finished predictions rather than inside a compiled step.
 
     Differentiable with respect to ``features`` (autograd through the gather). The regions
     are constants, as in torchvision (they are detached).
@@ -150,16 +155,42 @@ def roi_align(
         Gw = max(int(gw.max()), 0) if K else 0
     iy, wy = _axis_samples(y1, bin_h, gh, oh, Gh, H)  # (K, oh, Gh, 2)
     ix, wx = _axis_samples(x1, bin_w, gw, ow, Gw, W)  # (K, ow, Gw, 2)
-    # rows of the channels-last features: ((b * H + y) * W + x), (K, oh, Gh, 2, ow, Gw, 2)
-    by = (batch.view(K, 1, 1, 1) * H + iy).view(K, oh, Gh, 2, 1, 1, 1)
-    row = by * W + ix.view(K, 1, 1, 1, ow, Gw, 2)
-    w = wy.view(K, oh, Gh, 2, 1, 1, 1) * wx.view(K, 1, 1, 1, ow, Gw, 2)
+    # Separable: the sample grid of a bin is a product (iy x ix) and the border rule is per
+    # axis, so bin (p, q) = sum_y sum_x Wy[p, y] Wx[q, x] F[y, x] with Wy, Wx the per-axis
+    # bilinear weights summed over the samples. Each region reads one window of the map (the
+    # rows and columns its samples touch) and two small matrix products do the rest.
+    Ay, ys = _axis_matrix(iy, wy, H)  # (K, oh, Ly), window rows (K, Ly)
+    Ax, xs = _axis_matrix(ix, wx, W)  # (K, ow, Lx), window columns (K, Lx)
+    count = (gh * gw).clamp(min=1).to(dt).view(K, 1, 1)
+    rows = (batch.view(K, 1, 1) * H + ys.unsqueeze(-1)) * W + xs.unsqueeze(-2)  # (K, Ly, Lx)
     flat = features.permute(0, 2, 3, 1).reshape(N * H * W, C)
-    v = flat.index_select(0, row.reshape(-1)).view(K, oh, Gh * 2, ow, Gw * 2, C)
-    w = w.view(K, oh, Gh * 2, ow, Gw * 2, 1)
-    count = (gh * gw).clamp(min=1).to(dt).view(K, 1, 1, 1)
-    out = (v * w).sum(dim=(2, 4)) / count  # (K, oh, ow, C)
-    return out.permute(0, 3, 1, 2)
+    win = flat.index_select(0, rows.reshape(-1)).view(K, rows.shape[1], rows.shape[2], C)
+    return torch.einsum("kpy,kyxc,kqx->kcpq", Ay / count, win, Ax)
+
+
+def _axis_matrix(
+    index: torch.Tensor, weight: torch.Tensor, size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-axis weights of :func:`roi_align` as a dense matrix over a window.
+
+    ``index, weight (K, bins, G, 2)`` from :func:`_axis_samples`. Returns ``A (K, bins, L)``,
+    the summed weights of the window positions, and ``positions (K, L)`` (map indices,
+    clamped into the map; positions past the map's end carry zero weight). ``L`` is the
+    largest span a region touches: one host read.
+    """
+    K, bins, G = index.shape[:3]
+    idx, w = index.reshape(K, bins, G * 2), weight.reshape(K, bins, G * 2)
+    used = w != 0
+    if idx.numel():
+        big = torch.full_like(idx, size)
+        start = torch.where(used, idx, big).amin(dim=(1, 2)).clamp(max=size - 1)  # (K,)
+    else:  # no regions, or every region with an empty grid
+        start = torch.zeros(K, dtype=idx.dtype, device=idx.device)
+    rel = torch.where(used, idx - start.view(K, 1, 1), torch.zeros_like(idx))
+    L = int(rel.max()) + 1 if rel.numel() else 1
+    A = torch.zeros(K, bins, L, dtype=w.dtype, device=w.device).scatter_add_(2, rel, w)
+    positions = (start.view(K, 1) + torch.arange(L, device=idx.device)).clamp(max=size - 1)
+    return A, positions
 
 
 def crop_boxes(
