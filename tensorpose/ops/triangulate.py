@@ -426,15 +426,38 @@ class PeopleTriangulation(Triangulation):
 
     Attributes (besides :class:`Triangulation`'s, with leading dims ``(T, J)``):
         person: ``(T, C)`` the detection index chosen in each camera (-1: none).
-        score: ``(T,)`` observations kept minus a fraction for the mean error (-inf: nobody).
+        score: ``(T,)`` the winner's association score: supporting (joint, camera)
+            observations minus ``e / (1 + e)`` for its mean two-view error ``e`` (-inf: nobody).
     """
 
     person: torch.Tensor = None  # type: ignore[assignment]
     score: torch.Tensor = None  # type: ignore[assignment]
 
 
+def _per_camera(keypoints) -> list[torch.Tensor]:
+    if isinstance(keypoints, torch.Tensor):
+        check_tensor("keypoints", keypoints, 5)
+        if keypoints.dim() != 5 or keypoints.shape[-1] != 3:
+            raise ValueError(
+                f"keypoints must have shape (C, T, P, J, 3) (x, y, confidence), "
+                f"got {tuple(keypoints.shape)}"
+            )
+        return list(keypoints.unbind(0))
+    cams = list(keypoints)
+    for c, k in enumerate(cams):  # argument checks per camera
+        check_tensor(f"keypoints[{c}]", k, 4)
+        if k.dim() != 4 or k.shape[-1] != 3:
+            raise ValueError(f"keypoints[{c}] must have shape (T, P_c, J, 3), got {tuple(k.shape)}")
+        if k.shape[0] != cams[0].shape[0] or k.shape[2] != cams[0].shape[2]:
+            raise ValueError(
+                f"keypoints[{c}] has {tuple(k.shape[::2][:2])} (T, J), camera 0 has "
+                f"{tuple(cams[0].shape[::2][:2])}"
+            )
+    return cams
+
+
 def triangulate_people(
-    keypoints: torch.Tensor,
+    keypoints: torch.Tensor | list[torch.Tensor],
     K: torch.Tensor,
     dist: torch.Tensor,
     R: torch.Tensor,
@@ -449,39 +472,40 @@ def triangulate_people(
     """Associate the person seen by the most cameras across views and triangulate all frames
     and joints at once.
 
-    For every frame, every detection ``(a, p)`` of every camera is a reference: it is
-    triangulated joint by joint with every detection ``q`` of every other camera ``b`` (two
-    views, weighted DLT); the cost of ``(a, p, b, q)`` is the mean two-view reprojection error
-    over the joints both see (at least ``min_common_joints``, else infinite). Camera ``b``
-    joins the reference's candidate with its cheapest detection if that costs less than
-    ``association_px``. Each candidate is triangulated with :func:`triangulate_points`; the
-    frame's winner keeps the most (joint, camera) observations, ties broken by the lower mean
-    reprojection error (``score = kept - e / (1 + e)``).
+    1. Every detection ``p`` of every camera ``a`` is a reference: it is triangulated joint by
+       joint with every detection ``q`` of every other camera ``b`` (two views, weighted DLT,
+       all frames at once). The cost of ``(a, p, b, q)`` is the mean two-view reprojection
+       error over the joints both see (at least ``min_common_joints``, else infinite).
+    2. Camera ``b`` joins the reference's candidate with its cheapest detection if that costs
+       less than ``association_px``. A candidate's score counts its supporting observations:
+       the reference's joints plus, per joined camera, the joints whose two-view error is
+       within ``max_error_px``; ties are broken by the lower mean cost ``e``
+       (``score = support - e / (1 + e)``). The best candidate of each frame wins.
+    3. The winner's detections are triangulated with :func:`triangulate_points` (weighted DLT
+       and camera dropping).
 
     Args:
         keypoints: ``(C, T, P, J, 3)`` ``x, y, confidence`` per camera, frame, detection slot
-            and joint (confidence 0 or NaN for empty slots and missing joints).
+            and joint (confidence 0 or NaN for empty slots and missing joints), or a list of
+            ``C`` tensors ``(T, P_c, J, 3)`` (as many slots as each camera needs: less work).
         K, dist, R, t: the ``C`` cameras (see :func:`triangulate_points`).
         min_confidence: joints below it get weight 0.
-        max_error_px: reprojection threshold of the camera dropping (pixels).
-        association_px: two-view reprojection threshold for joining a reference (pixels).
+        max_error_px: reprojection threshold (pixels) of the camera dropping and of the
+            two-view support count.
+        association_px: two-view cost threshold for joining a reference (pixels).
         min_common_joints: joints two detections must share to be compared.
-        min_cameras: see :func:`triangulate_points`.
+        min_cameras, drop: see :func:`triangulate_points`.
 
     Returns:
         :class:`PeopleTriangulation` with ``points (T, J, 3)``, ``errors (T, J, C)``, ...,
         ``person (T, C)``.
     """
-    check_tensor("keypoints", keypoints, 5)
-    if keypoints.dim() != 5 or keypoints.shape[-1] != 3:
-        raise ValueError(
-            f"keypoints must have shape (C, T, P, J, 3) (x, y, confidence), "
-            f"got {tuple(keypoints.shape)}"
-        )
-    C, T, P, J, _ = keypoints.shape
-    dist = _check_cameras(C, K, dist, R, t)
+    cams = _per_camera(keypoints)
+    C = len(cams)
     if C < 2:
         raise ValueError(f"keypoints must hold at least 2 cameras, got {C}")
+    T, _, J, _ = cams[0].shape
+    dist = _check_cameras(C, K, dist, R, t)
     if not 0 <= min_confidence <= 1:
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
     if not association_px > 0:
@@ -491,83 +515,107 @@ def triangulate_people(
     if not max_error_px > 0:
         raise ValueError(f"max_error_px must be positive, got {max_error_px}")
     _check_drop(drop, min_cameras)
-    xy, conf = keypoints[..., :2], keypoints[..., 2]
-    seen = torch.isfinite(xy).all(-1) & (conf >= min_confidence) & (conf > 0)
-    w = torch.where(seen, conf, 0.0)  # (C, T, P, J)
-    norm = undistort_points(xy.reshape(C, -1, 2), K, dist).reshape(
-        C, T, P, J, 2
-    )  # every detection once
-    Nd = dlt_normal_matrices(norm.movedim(0, -2), w.movedim(0, -1), R, t).movedim(
-        -3, 0
-    )  # (C, T, P, J, 4, 4)
+    dev, dtype = K.device, K.dtype
+    xy, seen, w, Nd = [], [], [], []
+    # Per camera (a loop over the C cameras, every frame, slot and joint at once): weights,
+    # undistortion and the DLT rows of every detection.
+    for c, k in enumerate(cams):
+        k = k.to(device=dev, dtype=dtype)
+        xy_c, conf = k[..., :2], k[..., 2]
+        seen_c = torch.isfinite(xy_c).all(-1) & (conf >= min_confidence) & (conf > 0)
+        w_c = torch.where(seen_c, conf, 0.0)
+        norm = undistort_points(xy_c.reshape(1, -1, 2), K[c], dist[c]).reshape(xy_c.shape)
+        xy.append(xy_c)
+        seen.append(seen_c)
+        w.append(w_c)
+        Nd.append(dlt_normal_matrices(norm.unsqueeze(-2), w_c.unsqueeze(-1), R[c:c + 1],
+                                      t[c:c + 1]).squeeze(-3))  # (T, P_c, J, 4, 4)  # fmt: skip
 
-    # Two-view costs of every detection pair of every camera pair (a < b).
-    ia, ib = torch.triu_indices(C, C, 1, device=keypoints.device)
-    Q = ia.numel()
-    pair_N = Nd[ia].unsqueeze(3) + Nd[ib].unsqueeze(2)  # (Q, T, P, P, J, 4, 4)
-    X, ok = _solve(pair_N)
+    # 1. Two-view costs of every detection pair of every camera pair (a loop over the pairs).
+    inf = torch.tensor(float("inf"), dtype=dtype, device=dev)
+    best_q = [[None] * C for _ in range(C)]  # best_q[a][b]: (T, P_a) cheapest q in b
+    best_cost = [[None] * C for _ in range(C)]
+    best_support = [[None] * C for _ in range(C)]
+    for a in range(C):
+        for b in range(a + 1, C):
+            X, ok = _solve(Nd[a].unsqueeze(2) + Nd[b].unsqueeze(1))  # (T, P_a, P_b, J, 3)
+            cam = [a, b]
+            err = reprojection_errors(
+                X,
+                torch.stack([xy[a].unsqueeze(2).expand(-1, -1, X.shape[2], -1, -1),
+                             xy[b].unsqueeze(1).expand(-1, X.shape[1], -1, -1, -1)], -2),
+                K[cam], dist[cam], R[cam], t[cam],
+            )  # fmt: skip
+            both = seen[a].unsqueeze(2) & seen[b].unsqueeze(1) & ok
+            e = torch.where(both, err.mean(-1), 0.0)
+            n = both.sum(-1)
+            cost = torch.where(n >= min_common_joints, e.sum(-1) / n.clamp_min(1), inf)
+            support = (both & (err.amax(-1) <= max_error_px)).sum(-1)  # (T, P_a, P_b)
+            for ref, other, c_ab, s_ab in ((a, b, cost, support),
+                                           (b, a, cost.mT, support.mT)):  # fmt: skip
+                if c_ab.shape[-1] == 0:  # the other camera has no detection slot
+                    best_cost[ref][other] = torch.full(c_ab.shape[:-1], float("inf"),
+                                                       dtype=dtype, device=dev)  # fmt: skip
+                    best_q[ref][other] = torch.zeros(c_ab.shape[:-1], dtype=torch.long,
+                                                     device=dev)  # fmt: skip
+                    best_support[ref][other] = best_q[ref][other]
+                    continue
+                bc, bq = c_ab.min(-1)
+                best_cost[ref][other], best_q[ref][other] = bc, bq
+                best_support[ref][other] = s_ab.gather(-1, bq.unsqueeze(-1)).squeeze(-1)
 
-    def cam_err(idx: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-        shape = (Q, 1, 1, 1, 1)
-        return reprojection_errors(
-            X,
-            obs.unsqueeze(-2),
-            K[idx].view(*shape, 1, 3, 3),
-            dist[idx].view(*shape, 1, 5),
-            R[idx].view(*shape, 1, 3, 3),
-            t[idx].view(*shape, 1, 3),
-        ).squeeze(-1)
-
-    err_a = cam_err(ia, xy[ia].unsqueeze(3))  # (Q, T, P, P, J)
-    err_b = cam_err(ib, xy[ib].unsqueeze(2))
-    both = seen[ia].unsqueeze(3) & seen[ib].unsqueeze(2) & ok
-    e = torch.where(both, (err_a + err_b) / 2, 0.0)
-    n = both.sum(-1)
-    cost = torch.where(n >= min_common_joints, e.sum(-1) / n.clamp_min(1), float("inf"))
-    full = torch.full((C, C, T, P, P), float("inf"), dtype=X.dtype, device=X.device)
-    full[ia, ib] = cost
-    full[ib, ia] = cost.transpose(-1, -2)  # full[a, b, t, p, q]
-
-    # Candidates: reference (a, p) plus the cheapest detection of every other camera.
-    best_cost, best_q = full.min(-1)  # (C_a, C_b, T, P_a)
-    choice = torch.where(best_cost < association_px, best_q, -1).permute(0, 3, 2, 1)
-    own = torch.arange(P, device=X.device).view(1, P, 1).expand(C, P, T)
-    eye = torch.eye(C, dtype=torch.bool, device=X.device).view(C, 1, 1, C)
-    choice = torch.where(eye, own.unsqueeze(-1), choice)  # (C_a, P_a, T, C)
-    enabled = (seen.sum(-1) >= min_common_joints).permute(0, 2, 1)  # (C, P, T)
-
-    # Triangulate every candidate with camera dropping.
-    pick = choice.clamp_min(0)
-    camera = torch.arange(C, device=X.device).view(1, 1, 1, C)
-    frame = torch.arange(T, device=X.device).view(1, 1, T, 1)
-    take = (choice >= 0).unsqueeze(-1)  # (C, P, T, C, 1)
-    g_seen = (seen[camera, frame, pick] & take).transpose(-1, -2)  # (C, P, T, J, C)
-    g_xy = xy[camera, frame, pick].transpose(-2, -3)  # (C, P, T, J, C, 2)
-    g_N = Nd[camera, frame, pick].transpose(-3, -4)  # (C, P, T, J, C, 4, 4)
-    res = _robust(g_N, g_seen, g_xy, K, dist, R, t, max_error_px, min_cameras, drop)
-    kept = (res.valid * res.num_cameras).sum(-1)  # (C, P, T)
-    n_valid = res.valid.sum(-1)
-    err = torch.where(res.valid, res.mean_error, 0.0).sum(-1) / n_valid.clamp_min(1)
-    score = kept - err / (1 + err)
-    score = torch.where(enabled & (kept > 0), score, float("-inf"))
-
-    # The winner of every frame.
-    flat = score.reshape(C * P, T)
-    win_score, win = flat.max(0)  # (T,)
-    fr = torch.arange(T, device=X.device)
-
-    def sel(x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(C * P, T, *x.shape[3:])[win, fr]
-
+    # 2. One candidate per reference detection; the best of each frame wins.
+    choices, scores = [], []
+    for a in range(C):  # a loop over the reference cameras
+        P_a = cams[a].shape[1]
+        own = torch.arange(P_a, device=dev).expand(T, P_a)
+        choice, support = [], seen[a].sum(-1)
+        cost_sum = torch.zeros(T, P_a, dtype=dtype, device=dev)
+        joined = torch.zeros(T, P_a, dtype=torch.long, device=dev)
+        for b in range(C):  # the other cameras
+            if b == a:
+                choice.append(own)
+                continue
+            match = best_cost[a][b] < association_px
+            choice.append(torch.where(match, best_q[a][b], -1))
+            support = support + torch.where(match, best_support[a][b], 0)
+            cost_sum = cost_sum + torch.where(match, best_cost[a][b], 0.0)
+            joined = joined + match
+        e = cost_sum / joined.clamp_min(1)
+        score = support - e / (1 + e)
+        enabled = seen[a].sum(-1) >= min_common_joints
+        scores.append(torch.where(enabled, score, float("-inf")))
+        choices.append(torch.stack(choice, -1))  # (T, P_a, C)
+    score, choice = torch.cat(scores, 1), torch.cat(choices, 1)  # (T, sum P_c[, C])
+    if score.shape[1] == 0:
+        score = torch.full((T, 1), float("-inf"), dtype=dtype, device=dev)
+        choice = torch.full((T, 1, C), -1, dtype=torch.long, device=dev)
+    win_score, win = score.max(1)  # (T,)
     found = torch.isfinite(win_score)
-    person = torch.where(found.unsqueeze(-1), sel(choice), -1)
-    f_j = found.view(T, 1)
+    person = choice.gather(1, win.view(T, 1, 1).expand(T, 1, C)).squeeze(1)
+    person = torch.where(found.unsqueeze(-1), person, -1)  # (T, C)
+
+    # 3. Robust triangulation of the winners (gathered per camera: a loop over cameras).
+    g_xy, g_seen, g_N = [], [], []
+    frame = torch.arange(T, device=dev)
+    for c in range(C):
+        if cams[c].shape[1] == 0:
+            g_xy.append(torch.full((T, J, 2), float("nan"), dtype=dtype, device=dev))
+            g_seen.append(torch.zeros(T, J, dtype=torch.bool, device=dev))
+            g_N.append(torch.zeros(T, J, 4, 4, dtype=dtype, device=dev))
+            continue
+        q = person[:, c].clamp_min(0)
+        g_xy.append(xy[c][frame, q])
+        g_seen.append(seen[c][frame, q] & (person[:, c] >= 0).unsqueeze(-1))
+        g_N.append(Nd[c][frame, q])
+    res = _robust(torch.stack(g_N, -3), torch.stack(g_seen, -1), torch.stack(g_xy, -2),
+                  K, dist, R, t, max_error_px, min_cameras, drop)  # fmt: skip
     return PeopleTriangulation(
-        points=torch.where(f_j.unsqueeze(-1), sel(res.points), float("nan")),
-        errors=torch.where(f_j.unsqueeze(-1), sel(res.errors), float("nan")),
-        used=sel(res.used) & f_j.unsqueeze(-1),
-        mean_error=torch.where(f_j, sel(res.mean_error), float("nan")),
-        valid=sel(res.valid) & f_j,
+        points=res.points,
+        errors=res.errors,
+        used=res.used,
+        mean_error=res.mean_error,
+        valid=res.valid,
         person=person,
         score=win_score,
     )

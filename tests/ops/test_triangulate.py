@@ -103,7 +103,7 @@ class Naive:
         return {"X": X if ok else None, "err": err, "used": used, "mean": mean, "valid": valid}
 
     def people(self, kp: np.ndarray) -> list[dict]:
-        """``kp (C, T, P, J, 3)`` -> per frame the winning candidate."""
+        """``kp (C, T, P, J, 3)`` -> per frame the winning candidate and its joints."""
         C, T, P, J, _ = kp.shape
         out = []
         for t in range(T):  # one frame at a time
@@ -111,6 +111,7 @@ class Naive:
             seen = np.isfinite(kp[:, t, :, :, :2]).all(-1) & (conf >= self.min_confidence)
             seen &= conf > 0
             cost = np.full((C, P, C, P), INF)
+            support = np.zeros((C, P, C, P), dtype=int)
             for a in range(C):
                 for b in range(a + 1, C):
                     for p in range(P):
@@ -123,31 +124,45 @@ class Naive:
                                 obs = [(a, self.undistort(a, ua), kp[a, t, p, j, 2]),
                                        (b, self.undistort(b, ub), kp[b, t, q, j, 2])]  # fmt: skip
                                 X = self.dlt(obs)
-                                if X is not None:
-                                    errs.append((self.error(X, a, ua) + self.error(X, b, ub)) / 2)
+                                if X is None:
+                                    continue
+                                ea, eb = self.error(X, a, ua), self.error(X, b, ub)
+                                errs.append((ea + eb) / 2)
+                                if max(ea, eb) <= self.max_error_px:
+                                    support[a, p, b, q] += 1
+                                    support[b, q, a, p] += 1
                             if len(errs) >= self.min_common_joints:
                                 cost[a, p, b, q] = cost[b, q, a, p] = np.mean(errs)
             best, best_score = None, -INF
             for a in range(C):
                 for p in range(P):
-                    choice = [p if c == a else int(np.argmin(cost[a, p, c])) for c in range(C)]
-                    choice = [q if c == a or cost[a, p, c, q] < self.association_px else -1
-                              for c, q in enumerate(choice)]  # fmt: skip
                     if seen[a, p].sum() < self.min_common_joints:
                         continue
-                    joints = []
-                    for j in range(J):
-                        obs = {c: (kp[c, t, q, j, :2], kp[c, t, q, j, 2])
-                               for c, q in enumerate(choice)
-                               if q >= 0 and seen[c, q, j]}  # fmt: skip
-                        joints.append(self.point(obs))
-                    valid = [r for r in joints if r["valid"]]
-                    kept = sum(len(r["used"]) for r in valid)
-                    e = float(np.mean([r["mean"] for r in valid])) if valid else 0.0
-                    score = kept - e / (1 + e)
-                    if kept > 0 and score > best_score:
-                        best, best_score = {"choice": choice, "joints": joints}, score
-            out.append(best)
+                    choice, score, costs = [], seen[a, p].sum(), []
+                    for c in range(C):
+                        if c == a:
+                            choice.append(p)
+                            continue
+                        q = int(np.argmin(cost[a, p, c]))
+                        if cost[a, p, c, q] < self.association_px:
+                            choice.append(q)
+                            score += support[a, p, c, q]
+                            costs.append(cost[a, p, c, q])
+                        else:
+                            choice.append(-1)
+                    e = float(np.mean(costs)) if costs else 0.0
+                    score = score - e / (1 + e)
+                    if score > best_score:
+                        best, best_score = choice, score
+            if best is None:
+                out.append(None)
+                continue
+            joints = []
+            for j in range(J):
+                obs = {c: (kp[c, t, q, j, :2], kp[c, t, q, j, 2])
+                       for c, q in enumerate(best) if q >= 0 and seen[c, q, j]}  # fmt: skip
+                joints.append(self.point(obs))
+            out.append({"choice": best, "joints": joints})
         return out
 
 
@@ -351,6 +366,22 @@ def test_people_equals_naive_on_bundled_trial(cal, drop):
     compare(res, naive, cal.num_cameras)
     assert res.valid.float().mean() > 0.9
     assert (res.person >= 0).all()
+
+
+def test_people_ragged_input_equals_padded(cal):
+    kp = bundled_keypoints(slice(0, 100, 25))
+    padded = triangulate_people(kp, cal.K, cal.dist, cal.R, cal.t)
+    slots = [3, 2, 1, 1]  # detections per camera in this trial, at most
+    assert not kp[1, :, 2:].any() and not kp[2:, :, 1:].any()
+    ragged = triangulate_people([kp[c, :, :n] for c, n in enumerate(slots)], cal.K, cal.dist,
+                                cal.R, cal.t)  # fmt: skip
+    for key in ("points", "errors", "mean_error"):
+        torch.testing.assert_close(getattr(ragged, key), getattr(padded, key), equal_nan=True)
+    for key in ("used", "valid", "person", "score"):
+        assert torch.equal(getattr(ragged, key), getattr(padded, key)), key
+    empty = [kp[0], kp[1], kp[2, :, :0], kp[3]]  # a camera with no detection slot at all
+    res = triangulate_people(empty, cal.K, cal.dist, cal.R, cal.t)
+    assert (res.person[:, 2] == -1).all() and not res.used[..., 2].any()
 
 
 def test_people_frames_without_anyone(cal):
