@@ -253,7 +253,8 @@ def _project_broadcast(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pixels ``(..., 2)`` and depths ``(...)`` of ``points (..., 3)``; every leading dim of the
     camera parameters broadcasts against those of ``points`` (no ``N`` dim)."""
-    cam = (R @ points.unsqueeze(-1)).squeeze(-1) + t
+    # einsum folds the broadcast into one GEMM (batched 3 x 3 matmuls are slow on CPU).
+    cam = torch.einsum("...ij,...j->...i", R, points) + t
     z = cam[..., 2]
     inv = 1 / torch.where(z == 0, torch.ones_like(z), z)  # OpenCV: z == 0 -> divide by 1
     xy = distort(cam[..., :2] * inv.unsqueeze(-1), dist)
