@@ -696,26 +696,32 @@ def triangulate_people(
     _check_drop(drop, min_cameras)
     dev, dtype = K.device, K.dtype
     basis = _dlt_basis(R, t)  # (C, 4, 16)
-    xy, seen, fd, Nd = [], [], [], []
-    # Per camera (a loop over the C cameras, every frame, slot and joint at once): weights,
-    # undistortion, DLT features and the normal matrix of every detection.
+    # Every detection of every camera at once: the cameras' detections, flattened, are padded
+    # to one (C, L, 3) tensor (a loop over the C cameras to pack and unpack them).
+    counts = [k[..., 0].numel() for k in cams]
+    L = max(counts)
+    packed = torch.zeros(C, L, 3, dtype=dtype, device=dev)
     for c, k in enumerate(cams):
-        k = k.to(device=dev, dtype=dtype)
-        xy_c, conf = k[..., :2], k[..., 2]
-        seen_c = torch.isfinite(xy_c).all(-1) & (conf >= min_confidence) & (conf > 0)
-        norm = undistort_points(xy_c.reshape(1, -1, 2), K[c], dist[c]).reshape(xy_c.shape)
-        f_c = _dlt_features(norm, torch.where(seen_c, conf, 0.0))  # (T, P_c, J, 4)
-        xy.append(xy_c)
-        seen.append(seen_c)
-        fd.append(f_c)
-        Nd.append(f_c @ basis[c])  # (T, P_c, J, 16)
+        packed[c, : counts[c]] = k.reshape(-1, 3).to(device=dev, dtype=dtype)
+    pxy, conf = packed[..., :2], packed[..., 2]
+    pseen = torch.isfinite(pxy).all(-1) & (conf >= min_confidence) & (conf > 0)
+    norm = undistort_points(pxy, K, dist)  # (C, L, 2)
+    pf = _dlt_features(norm, torch.where(pseen, conf, 0.0))  # (C, L, 4)
+    pN = pf @ basis  # (C, L, 16)
+    xy, seen, fd, Nd = [], [], [], []
+    for c, k in enumerate(cams):  # unpack to (T, P_c, J, ...) per camera
+        shape, n = k.shape[:-1], counts[c]
+        xy.append(pxy[c, :n].reshape(*shape, 2))
+        seen.append(pseen[c, :n].reshape(shape))
+        fd.append(pf[c, :n].reshape(*shape, 4))
+        Nd.append(pN[c, :n].reshape(*shape, 16))
 
     # 1. Two-view costs of every detection pair of every camera pair, solved in one batch.
     #    On CPU only the (frame, p, q, joint) rows where both detections see the joint are
     #    gathered (nonzero is free there); elsewhere every row, masked afterwards.
     pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
     compact = dev.type == "cpu" and not torch.compiler.is_compiling()
-    Ns, obs, idx, bins, valid, shapes = [], [], [], [], [], []
+    Ns, obs, bins, valid, shapes = [], [], [], [], []
     offset = 0
     for a, b in pairs:  # a loop over camera pairs, gathering their detection pairs
         both_seen = seen[a].unsqueeze(2) & seen[b].unsqueeze(1)  # (T, P_a, P_b, J)
@@ -728,18 +734,17 @@ def triangulate_people(
         fr, p, q, j = rows.unbind(-1)
         Ns.append(Nd[a][fr, p, j] + Nd[b][fr, q, j])
         obs.append(torch.stack([xy[a][fr, p, j], xy[b][fr, q, j]], -2))
-        idx.append(torch.tensor([a, b], device=dev).expand(len(rows), 2))
         bins.append(offset + (fr * P_a + p) * P_b + q)  # the (frame, p, q) of every row
         valid.append(both_seen[fr, p, q, j])
         shapes.append((T_, P_a, P_b))
         offset += T_ * P_a * P_b
     X, ok = _solve(torch.cat(Ns))
-    ci = torch.cat(idx)  # (n, 2) the two cameras of every row
-    # Project into every camera (one broadcast over C) and keep the pair's two.
-    uv, z = _project_broadcast(X.unsqueeze(-2), K, dist, R, t)  # (n, C, 2), (n, C)
-    uv = uv.gather(1, ci.unsqueeze(-1).expand(-1, -1, 2))
-    err = torch.linalg.vector_norm(uv - torch.cat(obs), dim=-1)
-    err = torch.where(z.gather(1, ci) > 0, err, float("inf"))  # (n, 2)
+    sizes = [len(b) for b in bins]
+    # Reprojection errors in the pair's two cameras (rows are grouped by pair).
+    err = torch.cat([
+        reprojection_errors(Xk, ok_obs, K[[a, b]], dist[[a, b]], R[[a, b]], t[[a, b]])
+        for (a, b), Xk, ok_obs in zip(pairs, X.split(sizes), obs, strict=True)
+    ])  # (n, 2)  # fmt: skip
     # Per (pair, frame, p, q): sums over the joints both see, as one scatter-add each.
     valid, bins = torch.cat(valid) & ok, torch.cat(bins)
     e_sum = torch.zeros(offset, dtype=dtype, device=dev)
@@ -748,7 +753,7 @@ def triangulate_people(
     good = valid & (err.amax(-1) <= max_error_px)
     s_sum = torch.zeros(offset, dtype=torch.long, device=dev).index_add_(0, bins, good.long())
     cost_all = torch.where(n_sum >= min_common_joints, e_sum / n_sum.clamp_min(1), float("inf"))
-    sizes = [math.prod(sh) for sh in shapes]
+    sizes = [math.prod(sh) for sh in shapes]  # bins per pair
     inf = torch.tensor(float("inf"), dtype=dtype, device=dev)
     best_q = [[None] * C for _ in range(C)]  # best_q[a][b]: (T, P_a) cheapest q in b
     best_cost = [[None] * C for _ in range(C)]
