@@ -2,23 +2,24 @@
 per-point NumPy loop doing the same steps, side by side in one process.
 
 Both run the whole pipeline of :func:`tensorpose.ops.triangulate.triangulate_people` on the same
-detections (100 frames x 4 cameras x up to 3 detection slots x 25 joints): undistortion
-(OpenCV's 5 fixed-point iterations), two-view DLT of every detection pair of every camera pair
-for the cross-view association, candidate triangulation with weighted DLT and camera dropping
-(leave-one-out by default), and the choice of the winning candidate per frame.
+detections (100 frames x 4 cameras x 1-3 people x 25 joints): undistortion (OpenCV's 5
+fixed-point iterations), two-view DLT of every detection pair of every camera pair for the
+cross-view association, the winner's weighted DLT with camera dropping (leave-one-out by
+default), reprojection errors.
 
 * ``naive numpy loop``: one frame, one detection pair, one joint, one camera at a time with
-  ``np.linalg.svd`` per DLT and NumPy scalar maths for lens distortion and projection (the
-  baseline); it visits only the detections present, the batched op also the empty slots.
-* ``tensorpose float64`` / ``float32``: :func:`~tensorpose.ops.triangulate.triangulate_people`.
-* ``tensorpose float64 + eigh``: the same with ``torch.linalg.eigh`` as the 4 x 4 eigensolver,
-  to show what the closed-form solver buys.
+  ``np.linalg.svd`` per DLT and scalar maths for lens distortion and projection (the baseline).
+* ``tensorpose float64`` / ``float32``: :func:`~tensorpose.ops.triangulate.triangulate_people`
+  on per-camera ``(T, P_c, J, 3)`` tensors.
+* ``tensorpose float64 + eigh``: the same with ``torch.linalg.eigh`` in place of the closed-form
+  4 x 4 eigensolver, to show what that solver buys.
 
-Medians after warm-up; the baseline runs ``--naive-repeats`` times. Also checks that the results
-agree (max point difference, same persons chosen). Writes
+The shared CPU's load changes within seconds, so the timing runs in interleaved rounds: one
+baseline run, then ``--repeats`` runs of each contender; medians over all rounds. Also checks
+that every contender picks the same person as the baseline and the same valid points. Writes
 ``benchmarks/results/triangulate_<device>.json``.
 
-    python benchmarks/triangulate.py [--device cpu] [--threads 1] [--repeats 5]
+    python benchmarks/triangulate.py [--rounds 3] [--repeats 5] [--threads 1] [--drop ...]
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.ops import camera
 from tensorpose.ops.triangulate import (
     _adjugate4,
+    dlt_normal_matrices,
     reprojection_errors,
     smallest_eigenvector,
     triangulate_people,
@@ -273,6 +274,22 @@ def test_smallest_eigenvector_rank_deficient_is_zero():
 
 
 # ----------------------------------------------------------------------------- DLT / points
+def test_dlt_normal_matrices_are_the_row_outer_products(cal):
+    g = torch.Generator().manual_seed(5)
+    xy = torch.randn(7, 4, 2, generator=g, dtype=torch.float64) * 0.3
+    w = torch.rand(7, 4, generator=g, dtype=torch.float64)
+    w[0, 1] = 0
+    xy[0, 1] = float("nan")  # unused camera: any value
+    got = dlt_normal_matrices(xy, w, cal.R, cal.t)
+    P = torch.cat([cal.R, cal.t.unsqueeze(-1)], -1).numpy()
+    for i in range(7):  # the per-point reference
+        for c in range(4):
+            a = w[i, c].item() * (xy[i, c, 0].item() * P[c, 2] - P[c, 0])
+            b = w[i, c].item() * (xy[i, c, 1].item() * P[c, 2] - P[c, 1])
+            want = np.outer(a, a) + np.outer(b, b) if w[i, c] > 0 else np.zeros((4, 4))
+            np.testing.assert_allclose(got[i, c].numpy(), want, atol=1e-12)
+
+
 def test_weighted_dlt_equals_naive_svd(cal):
     g = torch.Generator().manual_seed(3)
     X = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64) + 0.3 * torch.randn(
