@@ -472,7 +472,9 @@ def profile_config(
         raise ValueError(f"profile_config needs a heatmap or deeppose config, got {cfg.task!r}")
     H, W = (int(v) for v in d.input_size)
     names = {f.name for f in dc_fields(AugmentConfig)} - {"output_size"}
-    augment = AugmentConfig((H, W), **{k: getattr(d, k) for k in names if hasattr(d, k)})
+    augment = AugmentConfig(
+        output_size=(H, W), **{k: getattr(d, k) for k in names if hasattr(d, k)}
+    )
     coco = load_coco_keypoints(d.annotations or bundled_coco(), min_keypoints=d.min_keypoints,
                                warn=False)  # fmt: skip
     dev = t.device

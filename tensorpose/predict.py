@@ -69,10 +69,12 @@ __all__ = [
     "FrameBatch",
     "PoseModel",
     "PredictResult",
+    "UnsupportedCheckpointError",
     "image_ids_from_names",
     "iter_frames",
     "list_images",
     "load_detections",
+    "load_pose_model",
     "predict",
     "to_coco18",
 ]
@@ -143,6 +145,38 @@ class PoseModel:
         mean = torch.tensor(self.mean, device=images.device).view(1, 3, 1, 1) * 255
         std = torch.tensor(self.std, device=images.device).view(1, 3, 1, 1) * 255
         return ((images.float() - mean) / std).contiguous()
+
+
+class UnsupportedCheckpointError(ValueError):
+    """A checkpoint of a task that does not predict from pictures (e.g. lifting); names it."""
+
+
+def load_pose_model(checkpoint: str | Path, device: str | torch.device = "auto") -> PoseModel:
+    """A :class:`PoseModel` from a training checkpoint (:func:`tensorpose.inference.load_model`):
+    the kind is the checkpoint's task, the input geometry and decoding its config's.
+
+    Raises:
+        UnsupportedCheckpointError: a checkpoint of a task other than ``heatmap``,
+            ``deeppose`` or ``centernet`` (one line naming the file and the task).
+    """
+    from .inference import load_model
+
+    _, model, cfg, _ = load_model(checkpoint, device)
+    if cfg.task not in KINDS:
+        hint = " (2D -> 3D: use `tensorpose lift`)" if cfg.task == "lift" else ""
+        raise UnsupportedCheckpointError(
+            f"{checkpoint}: a {cfg.task!r} checkpoint cannot predict poses from images; predict "
+            f"takes {', '.join(KINDS)} checkpoints{hint}"
+        )
+    d, m = cfg.data, cfg.model
+    kw: dict = {"mean": tuple(d.mean), "std": tuple(d.std), "skeleton": m.skeleton}
+    if cfg.task == "heatmap":
+        kw["decode"] = m.decode
+    if cfg.task == "centernet":
+        kw.update(top_k=m.top_k, joint_threshold=m.joint_threshold, nms_threshold=m.nms_threshold)
+    else:
+        kw["padding"] = d.padding
+    return PoseModel(model.eval(), cfg.task, tuple(d.input_size), **kw)
 
 
 @dataclass

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -230,18 +229,3 @@ def test_eval_mode_restores_each_submodule():
     with eval_mode(model):
         assert not any(m.training for m in model.modules())
     assert [m.training for m in model.modules()] == [True, True, False, True]
-
-
-def test_profile_data_times_the_input_pipeline(capsys):
-    """``profile-data``: samples/s per worker count; lifting batches are made on the device, so
-    only 0 workers is timed for it."""
-    from tensorpose.train.profiler import profile_data
-
-    cfg = load_config(None, [*TINY["lift"], "train.device=cpu"])
-    rows = profile_data(cfg, [0, 1], batches=2)
-    assert [r["workers"] for r in rows] == [0] and rows[0]["samples_per_s"] > 0
-    recipe = Path(__file__).resolve().parent.parent / "configs" / "heatmap_coco.yaml"
-    args = ["profile-data", str(recipe), "data.people=4", "train.batch_size=2",
-            "train.device=cpu", "--workers", "0", "--batches", "1"]  # fmt: skip
-    assert main(args) == 0
-    assert "workers  0:" in capsys.readouterr().out
