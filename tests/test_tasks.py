@@ -155,7 +155,9 @@ def test_resume_of_the_example_task_is_exact(linear_task, tmp_path):
 
 # ---------------------------------------------------------------------- registry
 def test_unknown_task_is_one_line_and_exit_2(capsys):
-    with pytest.raises(UnknownTaskError, match=r"unknown task 'nope'; known tasks: deeppose, "):
+    with pytest.raises(
+        UnknownTaskError, match=r"unknown task 'nope'; known tasks: centernet, deeppose, "
+    ):
         get_task("nope")
     assert main(["train", "task=nope"]) == 2
     err = capsys.readouterr().err.strip()
