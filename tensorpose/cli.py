@@ -120,15 +120,70 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _profile_data(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .train.profiler import profile_data
+    from .diagnose import model_step_time, profile_config
 
     cfg = load_config(args.config, args.overrides)
-    rows = profile_data(cfg, args.workers, args.batches)
-    print(f"input pipeline of {args.config} ({cfg.task}), {args.batches} batches of "
-          f"{cfg.train.batch_size}:")  # fmt: skip
-    for r in rows:
-        print(f"  workers {r['workers']:2d}: {r['samples_per_s']:9.1f} samples/s, "
-              f"{r['per_worker']:9.1f} per worker")  # fmt: skip
+    if cfg.task not in ("heatmap", "deeppose"):
+        raise ValueError(
+            f"{args.config}: profile-data diagnoses heatmap or deeppose configs, not task "
+            f"{cfg.task!r}"
+        )
+    step = None
+    if not args.no_model_step:
+        from .tasks import build_model
+        from .train.distributed import resolve_device
+
+        step = model_step_time(build_model(cfg), cfg.train.batch_size, tuple(cfg.data.input_size),
+                               resolve_device(cfg.train.device))  # fmt: skip
+    prof = profile_config(cfg, args.workers, args.batches, args.sample, step)
+    print(f"{args.config} ({cfg.task}):")
+    print(prof.table())
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .predict import load_pose_model, predict
+
+    src = Path(args.input)
+    out = Path(args.out) if args.out else Path("runs") / "predict" / (src.stem or src.name)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not args.overwrite:
+            raise ValueError(f"{out}: output folder exists and is not empty (use --overwrite)")
+        if not out.is_dir():
+            raise ValueError(f"{out}: exists and is not a folder")
+        shutil.rmtree(out)  # no stale frames of an earlier run next to the new ones
+    pose = load_pose_model(args.checkpoint, args.device)
+    detector = load_pose_model(args.detector, args.device) if args.detector else None
+    r = predict(src, pose, out, boxes=args.boxes, detector=detector, batch_size=args.batch_size,
+                box_threshold=args.box_threshold, min_score=args.min_score,
+                progress=not args.quiet)  # fmt: skip
+    print(f"{r.frames} frames, {r.people} people, {r.seconds:.1f} s ({r.frames_per_s:.1f} "
+          f"frames/s, {pose.kind} on {pose.device}) -> {out}")  # fmt: skip
+    for name, path in r.outputs.items():
+        print(f"  {name}: {path}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_checkpoint
+
+    try:
+        r = export_checkpoint(args.checkpoint, args.out, args.with_decoding, args.opset)
+    except ImportError as e:
+        print(f"tensorpose export: error: {e}", file=sys.stderr)
+        return 2
+    C, H, W = r["input_shape"]
+    print(
+        f"wrote {r['path']}: {r['task']} model, decoding {r['decoding'] or 'none'}, input "
+        f"images (B, {C}, {H}, {W}) with a dynamic batch B, outputs {', '.join(r['outputs'])}"
+    )
+    print(f"onnxruntime vs PyTorch (batches 1 and 3): max abs error {r['max_error']:.2e}")
+    if r["max_error"] > args.tolerance:
+        print(f"tensorpose export: error: max error {r['max_error']:.2e} exceeds "
+              f"{args.tolerance:g}", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 
@@ -225,12 +280,79 @@ def add_train(sub) -> None:
 
 
 def add_profile_data(sub) -> None:
-    p = sub.add_parser("profile-data", help="time the input pipeline alone (samples/s per worker)")
-    p.add_argument("config", help="YAML config file")
+    p = sub.add_parser(
+        "profile-data",
+        help="diagnose the input pipeline of a 2D config (time per stage, verdict, fix)",
+        description="Time each input stage of a top-down 2D config (file read, JPEG decode, "
+        "augmentation, targets, collate, worker-to-main transfer, host-to-device copy) and real "
+        "DataLoaders per worker count against one model step; print the verdict (io-, decode-, "
+        "augmentation-, transfer- or device-bound) and the suggested fix.",
+    )
+    p.add_argument("config", help="YAML config file (task heatmap or deeppose)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides")
     p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--batches", type=int, default=4, help="batches per DataLoader measurement")
+    p.add_argument("--sample", type=int, default=64, help="people timed per stage")
+    p.add_argument(
+        "--no-model-step",
+        action="store_true",
+        help="do not time a model step (the verdict then ignores the model)",
+    )
     p.set_defaults(func=_profile_data)
+
+
+def add_predict(sub) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="2D poses of every person in an image, a folder of images or a video",
+        description="Run a heatmap or deeppose checkpoint (top-down: person boxes from --boxes "
+        "or a CenterNet --detector) or a centernet checkpoint (no boxes) on INPUT. Writes "
+        "results.json (COCO keypoint results), openpose/ (per-frame JSON, COCO_18 layout: input "
+        "of `tensorpose smooth` and `tensorpose lift`) and drawn/ pictures or an MP4. Outputs "
+        "are written under temporary names and renamed when the whole input is done.",
+    )
+    p.add_argument("input", help="image, folder of images, or video")
+    p.add_argument("--checkpoint", required=True, help="checkpoint.pt of a 2D run")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--boxes", default=None, help="COCO detections JSON (top-down models)")
+    group.add_argument(
+        "--detector",
+        default=None,
+        help="centernet checkpoint used as person detector (top-down models)",
+    )
+    p.add_argument("--out", default=None, help="output folder (default runs/predict/<name>)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--batch-size", type=int, default=8, help="frames per batch")
+    p.add_argument("--box-threshold", type=float, default=0.3, help="boxes scoring less unused")
+    p.add_argument(
+        "--min-score",
+        type=float,
+        default=0.1,
+        help="people scoring less are left out of OpenPose JSON and pictures",
+    )
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_predict)
+
+
+def add_export(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a 2D checkpoint to ONNX (dynamic batch) and check it with onnxruntime",
+    )
+    p.add_argument("checkpoint", help="checkpoint.pt of a heatmap, deeppose or centernet run")
+    p.add_argument("--format", choices=["onnx"], default="onnx")
+    p.add_argument("--with-decoding", action="store_true",
+                   help="decoding inside the graph: keypoints in input pixels")  # fmt: skip
+    p.add_argument("--out", default=None, help="output file (default: next to the checkpoint)")
+    p.add_argument("--opset", type=int, default=18, help="ONNX opset (>= 18)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-4,
+        help="largest accepted onnxruntime vs PyTorch difference (exit 1 above)",
+    )
+    p.set_defaults(func=_export)
 
 
 def add_eval(sub) -> None:
@@ -258,7 +380,7 @@ def add_demo(sub) -> None:
 
 
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
-            add_profile_data, add_eval, add_demo)  # fmt: skip
+            add_profile_data, add_eval, add_demo, add_predict, add_export)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -98,7 +98,10 @@ def test_round_trip(tmp_path):
         (["task=deeppose", "data.flip_prob=2"], "data.flip_prob must be a probability"),
         (["task=deeppose", "data.head=x"], r"unknown config key 'data.head'.*\[task: deeppose\]"),
         (["task=lift", "data.input_size=[64, 64]"], r"\[task: lift\]"),
-        (["task=centernet"], "unknown task 'centernet'; known tasks: deeppose, heatmap, lift"),
+        (
+            ["task=bottomup"],
+            "unknown task 'bottomup'; known tasks: centernet, deeppose, heatmap, lift",
+        ),
     ],
 )
 def test_task_sections_check_themselves(overrides, message):
