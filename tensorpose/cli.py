@@ -263,26 +263,53 @@ COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_v
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tensorpose", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
     return parser
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: its message with line breaks joined by ``; ``."""
+    text = str(e) if not isinstance(e, OSError) or not e.strerror else _os_error(e)
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or repr(e)
+
+
+def _os_error(e: OSError) -> str:
+    """An OSError naming the file: ``path: reason`` (one message per file, as the OS says)."""
+    if e.filename is not None and str(e.filename) not in str(e.args[-1]):
+        return f"{e.filename}: {e.strerror}"
+    return str(e.args[-1]) if e.args else e.strerror
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command. Errors caused by the input (a file that cannot be read or parsed, a bad
+    setting or checkpoint, a full disk) print one line naming the file and return 2; a stopped
+    training run returns 3; an interrupt 130 (SIGINT) or 143 (SIGTERM). ``--debug`` re-raises
+    with the full traceback."""
     args = build_parser().parse_args(argv)
+    from .train.interrupt import Interrupted
+    from .train.trainer import TrainingStopped
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"tensorpose {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        from .train.trainer import TrainingStopped
-
-        if not isinstance(e, TrainingStopped):
+    except Interrupted as e:
+        print(f"tensorpose {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except TrainingStopped as e:
+        if args.debug:
             raise
-        print(f"tensorpose {args.command}: stopped: {e}", file=sys.stderr)
+        print(f"tensorpose {args.command}: stopped: {_one_line(e)}", file=sys.stderr)
         return 3
+    except (ValueError, TypeError, OSError, KeyError, IndexError, RecursionError) as e:
+        # ValueError covers ConfigError, CheckpointError, the readers' parse errors and
+        # UnsafePickleError; OSError unreadable files, folders given as files, a full disk.
+        if args.debug:
+            raise
+        print(f"tensorpose {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
