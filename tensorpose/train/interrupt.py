@@ -20,7 +20,7 @@ SIGNAL_AFTER_STEP_ENV = "TENSORPOSE_SIGNAL_AFTER_STEP"
 """Test hook: ``INT:k`` / ``TERM:k`` sends that signal to this process after step ``k``."""
 
 
-class Interrupted(Exception):  # noqa: N818 - the run was interrupted, not an error
+class Interrupted(Exception):
     """Training stopped by a signal after a checkpoint was written; the message says how to
     resume. ``exit_code`` is 128 + the signal number (130 SIGINT, 143 SIGTERM)."""
 
