@@ -43,12 +43,19 @@ def _coco_info(args: argparse.Namespace) -> int:
 def _smooth(args: argparse.Namespace) -> int:
     from .smoothing import FilterSettings, smooth_folder
 
+    if args.layout is not None and args.layout not in SMOOTH_LAYOUTS:
+        raise ValueError(
+            f"--layout must be one of {', '.join(SMOOTH_LAYOUTS)}, got {args.layout!r}"
+        )
+
     settings = FilterSettings(args.method, args.fps, args.model, args.process_noise,
                               args.measurement_noise, args.min_cutoff, args.beta,
                               args.d_cutoff)  # fmt: skip
     report = smooth_folder(args.input_dir, args.out, settings, args.layout, args.min_confidence,
-                           None if args.no_plot else args.joint, args.track)  # fmt: skip
+                           None if args.no_plot else args.joint, args.track,
+                           args.overwrite)  # fmt: skip
     for r in report:
+        print(f"{r['folder']}: layout {r['layout']} ({r['layout_reason']})")
         print(
             f"{r['folder']}: {r['frames']} frames, {r['tracks']} tracks ({r['layout']}); of the "
             f"joints of present people {r['missing_pct']:.1f}% are missing, "
@@ -157,6 +164,11 @@ def add_bvh_info(sub) -> None:
     p.set_defaults(func=_bvh_info)
 
 
+SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17")
+"""``smooth --layout`` names: the keys of :data:`tensorpose.layouts.LAYOUTS` (a test keeps them
+equal; spelled out so ``tensorpose --help`` does not import torch)."""
+
+
 def add_smooth(sub) -> None:
     p = sub.add_parser(
         "smooth",
@@ -170,7 +182,8 @@ def add_smooth(sub) -> None:
     p.add_argument("--method", choices=["kalman", "rts", "one-euro"], default="rts")
     p.add_argument("--out", default=None, help="output folder (default ./smoothed_<name>_<method>)")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate (bundled tracks: 60)")
-    p.add_argument("--layout", default=None, help="BODY_25, BODY_25B or COCO_18 (default: detect)")
+    p.add_argument("--layout", default=None,
+                   help=f"one of {', '.join(SMOOTH_LAYOUTS)} (default: detect)")  # fmt: skip
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--model", choices=["velocity", "acceleration"], default="velocity")
     p.add_argument("--process-noise", type=float, default=0.5,
@@ -184,6 +197,8 @@ def add_smooth(sub) -> None:
     p.add_argument("--track", type=int, default=None,
                    help="track to draw (default: the most observed)")  # fmt: skip
     p.add_argument("--no-plot", action="store_true", help="skip the picture")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an existing output folder")  # fmt: skip
     p.set_defaults(func=_smooth)
 
 
