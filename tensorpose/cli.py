@@ -36,7 +36,7 @@ def _bvh_info(args: argparse.Namespace) -> int:
 def _coco_info(args: argparse.Namespace) -> int:
     from .info import coco_info
 
-    print("\n".join(coco_info(args.file, args.min_keypoints)))
+    print("\n".join(coco_info(args.file, args.min_keypoints, args.images)))
     return 0
 
 
@@ -206,6 +206,8 @@ def add_coco_info(sub) -> None:
     p = sub.add_parser("coco-info", help="summarise a COCO keypoint file and its bad records")
     p.add_argument("file", nargs="?", help="annotation JSON (default: the bundled subset)")
     p.add_argument("--min-keypoints", type=int, default=1)
+    p.add_argument("--images", default=None,
+                   help="image folder (default: found next to the file); missing files listed")  # fmt: skip
     p.set_defaults(func=_coco_info)
 
 

@@ -43,6 +43,9 @@ class ImageDataConfig(AugmentRanges):
     """COCO person-keypoint JSON for training; empty: the bundled 16-image subset."""
     val_annotations: str = ""
     """Evaluation JSON; empty: the training file (the honest check on the tiny subset)."""
+    images: str = ""
+    """Image folder of the annotation files; empty: found next to them (``<json folder>/images``,
+    or COCO's own layout: ``annotations/person_keypoints_val2017.json`` beside ``val2017/``)."""
     people: int = field(default=0, metadata=valid(0, 10**9))
     """Use only the first N people (0: all)."""
     min_keypoints: int = field(default=1, metadata=valid(0, 1000))
@@ -123,7 +126,8 @@ class TopDownTask(Task):
 
         d = self.cfg.data
         path = Path(annotations) if annotations else bundled_coco()
-        coco = load_coco_keypoints(path, min_keypoints=d.min_keypoints, warn=False)
+        coco = load_coco_keypoints(path, d.images or None, min_keypoints=d.min_keypoints,
+                                   warn=False)  # fmt: skip
         if len(coco.keypoint_names) != self.skeleton.num_joints:
             raise ValueError(
                 f"{path}: K={len(coco.keypoint_names)} keypoints but model.skeleton "
