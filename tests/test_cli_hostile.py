@@ -183,11 +183,12 @@ def test_eval_bad_checkpoints(tmp_path, capsys):
     }
     # the entries of a checkpoint removed or of the wrong type, checksums kept consistent
     payload = torch.load(good, weights_only=True)
-    for name, edit in (("no_config", lambda p: p.pop("config")),
-                       ("bad_rng", lambda p: p.__setitem__("rng", "abc")),
-                       ("bad_config_types", lambda p: p.__setitem__("config", {"model": 5}))):  # fmt: skip
-        p = dict(payload)
-        edit(p)
+    edits = {"no_config": ("config", None), "bad_rng": ("rng", "abc"),
+             "bad_config_types": ("config", {"model": 5})}  # fmt: skip
+    for name, (key, value) in edits.items():
+        p = {k: v for k, v in payload.items() if k != key}
+        if value is not None:
+            p[key] = value
         torch.save(p, cases[name])
     for name, path in cases.items():
         code, err = run(capsys, "eval", str(path), "--device", "cpu")
