@@ -207,7 +207,7 @@ def add_coco_info(sub) -> None:
     p.add_argument("file", nargs="?", help="annotation JSON (default: the bundled subset)")
     p.add_argument("--min-keypoints", type=int, default=1)
     p.add_argument("--images", default=None,
-                   help="image folder (default: next to the file); lists missing files")  # fmt: skip
+                   help="image folder (default: next to the file); lists missing ones")  # fmt: skip
     p.set_defaults(func=_coco_info)
 
 
