@@ -72,6 +72,8 @@ class Run:
     val: dict = field(default_factory=dict)
     t_train: float = 0.0
     lock: RunLock | None = None
+    skipped: set[str] = field(default_factory=set)
+    """Unreadable inputs already reported (each is reported once per run)."""
     signals: SignalCatcher | None = None
     position: dict | None = None
     """Where a mid-epoch checkpoint stopped: ``epoch``, ``batch`` (batches done),

@@ -213,11 +213,19 @@ def next_batch(run: Run, batches, epoch: int, i: int) -> Any:
         ) from e
     errors = batch.get("errors") if isinstance(batch, dict) else None
     if errors and run.main:
-        from tqdm import tqdm
+        new = []
+        for m in errors:  # "sample i (annotation a): <file>: <reason>": once per file
+            what = m.split("): ", 1)[-1]
+            if what not in run.skipped:
+                run.skipped.add(what)
+                new.append(what)
+        if new:
+            from tqdm import tqdm
 
-        tqdm.write(f"skipped samples: {'; '.join(errors)}")
-        with (run.run_dir / "errors.log").open("a") as f:
-            f.write("".join(f"epoch {epoch + 1}: {m}\n" for m in errors))
+            for what in new:
+                tqdm.write(f"skipped (dropped from training, data.on_error=skip): {what}")
+            with (run.run_dir / "errors.log").open("a") as f:
+                f.write("".join(f"epoch {epoch + 1}: skipped {what}\n" for what in new))
     return batch
 
 
