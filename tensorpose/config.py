@@ -349,10 +349,9 @@ def _apply(cfg: Config, key: str, value: Any, from_text: bool) -> None:
         raise
 
 
-def _validate(cfg: Config) -> None:
-    """The ranges of every section (:func:`valid` metadata; NaN/inf never), the ``train``
-    checks here (run name, ``best_metric`` among the task's metrics), then each task section's
-    own ``validate(cfg)``."""
+def _check_keys(cfg: Config) -> None:
+    """The checks of single keys: ranges of every section (:func:`valid` metadata; NaN/inf
+    never), the run name, ``best_metric`` among the task's metrics."""
     from .train.folder import check_run_name
 
     for prefix, section in (("train.", cfg.train), ("data.", cfg.data), ("model.", cfg.model)):
@@ -370,6 +369,13 @@ def _validate(cfg: Config) -> None:
                 f"train.best_metric {t.best_metric!r} is not a metric of task {cfg.task!r} "
                 f"(it reports: {', '.join(names)})"
             )
+
+
+def _validate(cfg: Config) -> None:
+    """:func:`_check_keys`, the ``train`` checks here, then each task section's own
+    ``validate(cfg)``."""
+    _check_keys(cfg)
+    t = cfg.train
     check_min(
         (
             ("train.epochs", t.epochs, 0),
@@ -418,6 +424,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
         try:
             for k, v in raw.items():
                 _apply(cfg, str(k), v, False)
+            _check_keys(cfg)  # the file's own values (cross-key checks: after the overrides)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
     for item in overrides:

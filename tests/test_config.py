@@ -132,3 +132,43 @@ def test_switching_task_takes_its_sections():
     cfg = load_config(None, ["task=deeppose", "model.backbone=resnet10", "task=heatmap"])
     assert cfg.task == "heatmap" and not hasattr(cfg.model, "backbone")
     assert config_from_dict(config_to_dict(cfg)) == cfg
+
+
+def test_readme_lists_every_range_as_the_metadata_says():
+    from tensorpose.config import ranges_table
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = text.split("<!-- ranges:begin -->\n", 1)[1].split("\n<!-- ranges:end -->", 1)[0]
+    assert table == ranges_table()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train: {lr: .nan}",
+        "train: {lr: .inf}",
+        "train: {epochs: 1e400}",
+        "train: {epochs: 100000000000000000000000000}",
+        "train: {batch_size: -3}",
+        "train: {lr_decay: -1}",
+        "train: {grad_clip: .nan}",
+        "train: {best_metric: accuracy}",
+        "train: [1, 2]",
+        "train: {epochs: {a: {b: [1, {c: 2}]}}}",
+        "data: {focal: 0}",
+        "data: {elevation_deg: [.nan, 3]}",
+        "model: {dropout: 1.0}",
+        "nonsense: 3",
+        "train: {name: ../../etc}",
+        "train: {epochs: [1, 2",
+        "- a\n- b",
+        "train: !!python/object/apply:os.system ['true']",
+    ],
+)
+def test_hostile_config_files_are_one_line_config_errors(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert "\n" not in str(e.value).strip() or str(path) in str(e.value).splitlines()[0]
+    assert str(path) in str(e.value)
