@@ -36,19 +36,26 @@ def _bvh_info(args: argparse.Namespace) -> int:
 def _coco_info(args: argparse.Namespace) -> int:
     from .info import coco_info
 
-    print("\n".join(coco_info(args.file, args.min_keypoints)))
+    print("\n".join(coco_info(args.file, args.min_keypoints, args.images)))
     return 0
 
 
 def _smooth(args: argparse.Namespace) -> int:
     from .smoothing import FilterSettings, smooth_folder
 
+    if args.layout is not None and args.layout not in SMOOTH_LAYOUTS:
+        raise ValueError(
+            f"--layout must be one of {', '.join(SMOOTH_LAYOUTS)}, got {args.layout!r}"
+        )
+
     settings = FilterSettings(args.method, args.fps, args.model, args.process_noise,
                               args.measurement_noise, args.min_cutoff, args.beta,
                               args.d_cutoff)  # fmt: skip
     report = smooth_folder(args.input_dir, args.out, settings, args.layout, args.min_confidence,
-                           None if args.no_plot else args.joint, args.track)  # fmt: skip
+                           None if args.no_plot else args.joint, args.track,
+                           args.overwrite)  # fmt: skip
     for r in report:
+        print(f"{r['folder']}: layout {r['layout']} ({r['layout_reason']})")
         print(
             f"{r['folder']}: {r['frames']} frames, {r['tracks']} tracks ({r['layout']}); of the "
             f"joints of present people {r['missing_pct']:.1f}% are missing, "
@@ -212,6 +219,11 @@ def add_bvh_info(sub) -> None:
     p.set_defaults(func=_bvh_info)
 
 
+SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17")
+"""``smooth --layout`` names: the keys of :data:`tensorpose.layouts.LAYOUTS` (a test keeps them
+equal; spelled out so ``tensorpose --help`` does not import torch)."""
+
+
 def add_smooth(sub) -> None:
     p = sub.add_parser(
         "smooth",
@@ -225,7 +237,8 @@ def add_smooth(sub) -> None:
     p.add_argument("--method", choices=["kalman", "rts", "one-euro"], default="rts")
     p.add_argument("--out", default=None, help="output folder (default ./smoothed_<name>_<method>)")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate (bundled tracks: 60)")
-    p.add_argument("--layout", default=None, help="BODY_25, BODY_25B or COCO_18 (default: detect)")
+    p.add_argument("--layout", default=None,
+                   help=f"one of {', '.join(SMOOTH_LAYOUTS)} (default: detect)")  # fmt: skip
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--model", choices=["velocity", "acceleration"], default="velocity")
     p.add_argument("--process-noise", type=float, default=0.5,
@@ -239,6 +252,8 @@ def add_smooth(sub) -> None:
     p.add_argument("--track", type=int, default=None,
                    help="track to draw (default: the most observed)")  # fmt: skip
     p.add_argument("--no-plot", action="store_true", help="skip the picture")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an existing output folder")  # fmt: skip
     p.set_defaults(func=_smooth)
 
 
@@ -246,6 +261,8 @@ def add_coco_info(sub) -> None:
     p = sub.add_parser("coco-info", help="summarise a COCO keypoint file and its bad records")
     p.add_argument("file", nargs="?", help="annotation JSON (default: the bundled subset)")
     p.add_argument("--min-keypoints", type=int, default=1)
+    p.add_argument("--images", default=None,
+                   help="image folder (default: next to the file); lists missing ones")  # fmt: skip
     p.set_defaults(func=_coco_info)
 
 
@@ -385,26 +402,53 @@ COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_v
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tensorpose", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
     return parser
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: its message with line breaks joined by ``; ``."""
+    text = str(e) if not isinstance(e, OSError) or not e.strerror else _os_error(e)
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or repr(e)
+
+
+def _os_error(e: OSError) -> str:
+    """An OSError naming the file: ``path: reason`` (one message per file, as the OS says)."""
+    if e.filename is not None and str(e.filename) not in str(e.args[-1]):
+        return f"{e.filename}: {e.strerror}"
+    return str(e.args[-1]) if e.args else e.strerror
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command. Errors caused by the input (a file that cannot be read or parsed, a bad
+    setting or checkpoint, a full disk) print one line naming the file and return 2; a stopped
+    training run returns 3; an interrupt 130 (SIGINT) or 143 (SIGTERM). ``--debug`` re-raises
+    with the full traceback."""
     args = build_parser().parse_args(argv)
+    from .train.interrupt import Interrupted
+    from .train.trainer import TrainingStopped
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"tensorpose {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        from .train.trainer import TrainingStopped
-
-        if not isinstance(e, TrainingStopped):
+    except Interrupted as e:
+        print(f"tensorpose {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except TrainingStopped as e:
+        if args.debug:
             raise
-        print(f"tensorpose {args.command}: stopped: {e}", file=sys.stderr)
+        print(f"tensorpose {args.command}: stopped: {_one_line(e)}", file=sys.stderr)
         return 3
+    except (ValueError, TypeError, OSError, KeyError, IndexError, RecursionError) as e:
+        # ValueError covers ConfigError, CheckpointError, the readers' parse errors and
+        # UnsafePickleError; OSError unreadable files, folders given as files, a full disk.
+        if args.debug:
+            raise
+        print(f"tensorpose {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
