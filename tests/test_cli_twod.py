@@ -21,7 +21,8 @@ COMMON = ["train.device=cpu", "train.tensorboard=false", "train.epochs=1", "trai
 TINY = {
     "heatmap": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]", "data.people=2",
                 "train.batch_size=2"],
-    "centernet": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]", "data.images=1",
+    "centernet": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]",
+                  "data.max_images=1",
                   "train.batch_size=1", "data.workers=0"],
     "lift": ["model.channels=8", "model.receptive_field=9", "data.fps=10",
              "data.train_cameras=1", "data.val_cameras=1", "train.batch_size=16"],

@@ -41,7 +41,8 @@ TINY = {
                  "data.people=4", "train.batch_size=4"],
     "heatmap": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]", "data.people=4",
                 "train.batch_size=4"],
-    "centernet": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]", "data.images=2",
+    "centernet": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]",
+                  "data.max_images=2",
                   "train.batch_size=2", "data.workers=0"],
 }  # fmt: skip
 BUILT_IN = task_names()

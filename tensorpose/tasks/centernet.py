@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from .. import skeletons
 from ..augment_config import AugmentConfig
-from ..config import Config, ConfigError, check_min
+from ..config import Config, ConfigError, valid
 from ..data.loaders import EpochLoader, seed_worker
 from ..io.coco import bundled_coco
 from .base import Field, Task, check_batch, eval_mode, unwrap
@@ -38,14 +38,14 @@ class CenterNetDataConfig(ImageDataConfig):
     """Whole images of a COCO keypoint file, letterboxed onto a square input (the ``data``
     section of ``task: centernet``; augmentation ranges as in the top-down tasks)."""
 
-    min_keypoints: int = 0
+    min_keypoints: int = field(default=0, metadata=valid(0, 1000))
     """People with fewer labelled keypoints are left out (0: people without keypoints stay as
     centres, see :mod:`tensorpose.data.multiperson`)."""
-    input_size: list[int] = field(default_factory=lambda: [256, 256])
+    input_size: list[int] = field(default_factory=lambda: [256, 256], metadata=valid(32, 8192))
     """Square network input ``[S, S]``, ``S`` a multiple of 32."""
-    max_people: int = 32
+    max_people: int = field(default=32, metadata=valid(1, 1000))
     """Person slots per image (fixed shapes); images with more keep their largest people."""
-    images: int = 0
+    max_images: int = field(default=0, metadata=valid(0, 10**9))
     """Use only the first N images (0: all)."""
 
     def validate(self, cfg: Config) -> None:
@@ -53,7 +53,6 @@ class CenterNetDataConfig(ImageDataConfig):
         S = self.input_size
         if S[0] != S[1] or S[0] % 32:
             raise ConfigError(f"data.input_size must be [S, S] with S a multiple of 32, got {S}")
-        check_min((("data.max_people", self.max_people, 1), ("data.images", self.images, 0)))
 
 
 @dataclass
@@ -61,31 +60,23 @@ class CenterNetModelConfig:
     """CenterNet pose network (small ResNet + deconvolution neck, stride 4) and its decoding."""
 
     depth: int = 18
-    width: int = 32
+    """ResNet depth: 10 or 18."""
+    width: int = field(default=32, metadata=valid(1, 4096))
     skeleton: str = "coco17"
-    min_overlap: float = 0.7
+    min_overlap: float = field(default=0.7, metadata=valid(0, 1, "open"))
     """CenterNet's gaussian-radius parameter (centres and joints)."""
     static_radius: bool = False
     """Targets with the static radius bound (fixed shapes, no host read: GPU, torch.compile)."""
-    top_k: int = 20
+    top_k: int = field(default=20, metadata=valid(1, 1000))
     """People decoded per image."""
-    joint_threshold: float = 0.1
+    joint_threshold: float = field(default=0.1, metadata=valid(0, 1))
     """Joint-heatmap peak score needed to snap a regressed joint to it."""
-    nms_threshold: float = 0.9
+    nms_threshold: float = field(default=0.9, metadata=valid(0, 10))
     """OKS above which a lower-scored person is suppressed (>= 1: no NMS)."""
 
     def validate(self, cfg: Config) -> None:
         if self.depth not in (10, 18):
             raise ConfigError(f"model.depth must be 10 or 18, got {self.depth}")
-        if not 0.0 < self.min_overlap < 1.0:
-            raise ConfigError(f"model.min_overlap must be in (0, 1), got {self.min_overlap}")
-        if not 0.0 <= self.joint_threshold <= 1.0:
-            raise ConfigError(
-                f"model.joint_threshold must be in [0, 1], got {self.joint_threshold}"
-            )
-        if self.nms_threshold < 0:
-            raise ConfigError(f"model.nms_threshold must be >= 0, got {self.nms_threshold}")
-        check_min((("model.top_k", self.top_k, 1), ("model.width", self.width, 1)))
 
 
 class CenterNetTask(Task):
@@ -103,6 +94,8 @@ class CenterNetTask(Task):
         "image_id": Field(("B",), torch.int64),
     }
     best_metric = ("val_AP", "max")
+    metric_names = ("val_AP", "val_AP50", "val_AP75", "val_APm", "val_APl", "val_AR",
+                    "val_detections", "train_loss")  # fmt: skip
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__(model, cfg)
@@ -133,15 +126,16 @@ class CenterNetTask(Task):
 
         d = self.cfg.data
         path = Path(annotations) if annotations else bundled_coco()
-        coco = load_coco_keypoints(path, min_keypoints=d.min_keypoints, warn=False)
+        coco = load_coco_keypoints(path, d.images or None, min_keypoints=d.min_keypoints,
+                                   warn=False)  # fmt: skip
         if len(coco.keypoint_names) != self.skeleton.num_joints:
             raise ValueError(
                 f"{path}: K={len(coco.keypoint_names)} keypoints but model.skeleton "
                 f"{self.skeleton.name!r} has {self.skeleton.num_joints} joints"
             )
         ds = MultiPersonDataset(coco, on_error=d.on_error, cache_images=d.cache_images)
-        if d.images:  # the first N images: the dataset (and its evaluation) covers those only
-            ds.image_ids = ds.image_ids[: d.images]
+        if d.max_images:  # the first N images: the dataset (and its evaluation) covers those
+            ds.image_ids = ds.image_ids[: d.max_images]
         return ds
 
     def backend(self, device: torch.device) -> str:
