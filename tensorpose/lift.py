@@ -276,8 +276,8 @@ def bridge_missing(
     lo = torch.where(prev < 0, nxt, prev)  # before the first observation: hold it
     hi = torch.where(nxt >= T, lo, nxt)  # after the last one: hold it
     lo = torch.where(nxt >= T, prev, lo)
-    span = (hi - lo).clamp_min(1)
-    w = ((t - lo) / span).to(xy.dtype)[..., None]
+    span = (hi - lo).clamp_min(1).to(xy.dtype)
+    w = ((t - lo).to(xy.dtype) / span)[..., None]
     D = xy.shape[-1]
     a = xy.gather(0, lo[..., None].expand(-1, -1, D))
     b = xy.gather(0, hi[..., None].expand(-1, -1, D))
