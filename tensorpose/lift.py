@@ -7,7 +7,8 @@
    ``{image_id, keypoints, score}``; ``image_id`` order = frame order; detections linked by
    :func:`tensorpose.io.openpose.link_tracks`) or an ``.npz`` with ``keypoints (T, K, 2|3)``
    (+ optional ``fps``, ``width``, ``height``) -> one person's ``(T, K, 3)`` pixels; the layout is
-   given or detected (:func:`tensorpose.layouts.detect_layout`); the longest track by default.
+   given or detected (:func:`tensorpose.layouts.detect_layout`); by default the longest track
+   (the most found keypoints over all frames).
 2. :func:`to_model_joints`: the model's input joints (``h36m17`` via
    :func:`tensorpose.layouts.to_h36m17`, or COCO-17 for a VideoPose3D COCO model); joints below
    ``min_confidence`` or not found are *missing*.
@@ -88,13 +89,16 @@ class Keypoints2D:
 
 
 def _pick_person(tracks: torch.Tensor, person: int | None, source: Path) -> tuple[int, list[int]]:
-    """``tracks (T, P, K, 3)``: the chosen track (default the one present in most frames)."""
-    present = torch.isfinite(tracks[..., :2]).all(-1).any(-1)  # (T, P)
-    counts = [int(n) for n in present.sum(0)]
+    """``tracks (T, P, K, 3)``: the chosen track (default: the longest, i.e. the one with
+    the most found keypoints over all frames; ties: the first) and the frames each track is
+    present in."""
+    seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
+    counts = [int(n) for n in seen.any(-1).sum(0)]
     if not counts:
         raise ValueError(f"{source}: no person in any frame")
     if person is None:
-        return max(range(len(counts)), key=lambda p: (counts[p], -p)), counts
+        keypoints = seen.sum((0, 2)).tolist()
+        return max(range(len(counts)), key=lambda p: (keypoints[p], -p)), counts
     if not 0 <= person < len(counts):
         raise ValueError(
             f"--person {person}: {source} has {len(counts)} track(s) (0..{len(counts) - 1}; "
@@ -176,7 +180,8 @@ def read_keypoints_2d(
     Args:
         path: an OpenPose JSON folder, a ``.json`` COCO results file or an ``.npz``.
         layout: keypoint layout (default: detected from the keypoint count and geometry).
-        person: track index (default: the track present in most frames).
+        person: track index (default: the longest track: most found keypoints over all
+            frames).
 
     Returns:
         :class:`Keypoints2D`.

@@ -68,8 +68,8 @@ def _model_reference(ckpt: Path, kp_h36m: torch.Tensor, size, min_conf=0.3) -> t
 
 def _track(folder: Path, person: int | None = None) -> torch.Tensor:
     raw = load_openpose(folder, min_confidence=0.0).raw
-    counts = [int(np.isfinite(raw[:, p, :, 0].numpy()).any(-1).sum()) for p in range(raw.shape[1])]
-    p = person if person is not None else int(np.argmax(counts))  # first of the longest
+    counts = [int(np.isfinite(raw[:, p, :, 0].numpy()).sum()) for p in range(raw.shape[1])]
+    p = person if person is not None else int(np.argmax(counts))  # most found keypoints
     return raw[:, p]
 
 
