@@ -314,3 +314,32 @@ def test_eval_flip(ckpt, capsys):
     assert main(["eval", str(ckpt), "--flip", "--json", "--device", "cpu"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mpjpe_mm"] == pytest.approx(flipped["mpjpe_mm"], rel=1e-6)
+
+
+def test_compare_with_reference_naive():
+    from tensorpose.layouts import LAYOUTS
+    from tensorpose.lift import LIMB_JOINTS, compare_with_reference
+    from tensorpose.ops.rotations import axis_angle_to_matrix
+
+    g = torch.Generator().manual_seed(1)
+    pred = torch.randn(8, 17, 3, generator=g, dtype=torch.float64) * 0.3
+    R = axis_angle_to_matrix(torch.tensor([0.3, -1.0, 0.2], dtype=torch.float64))
+    t = torch.tensor([0.1, 0.2, 4.0], dtype=torch.float64)
+    names25 = LAYOUTS["BODY_25B"]
+    world = torch.full((8, 25, 3), float("nan"), dtype=torch.float64)
+    noise = torch.randn(8, 17, 3, generator=g, dtype=torch.float64) * 0.02
+    for j, n in enumerate(H36M.names):  # the reference in the world frame, BODY_25B order
+        if n in names25:
+            world[:, names25.index(n)] = (pred[:, j] + noise[:, j] - t) @ R
+    world[3, names25.index("l_knee")] = float("nan")  # frame 3 left out
+    r = compare_with_reference(pred, H36M.names, world, names25, R, t)
+    assert r["frames"] == 7
+    # naive: loop over frames and joints, mid-hip root-relative
+    total = 0.0
+    for f in [0, 1, 2, 4, 5, 6, 7]:
+        a = {n: pred[f, H36M.names.index(n)] + noise[f, H36M.names.index(n)] for n in LIMB_JOINTS}
+        p = {n: pred[f, H36M.names.index(n)] for n in LIMB_JOINTS}
+        ra, rp = (a["l_hip"] + a["r_hip"]) / 2, (p["l_hip"] + p["r_hip"]) / 2
+        total += sum(float(((p[n] - rp) - (a[n] - ra)).norm()) for n in LIMB_JOINTS) / 12
+    assert r["mpjpe_mm"] == pytest.approx(1000 * total / 7, rel=1e-9)
+    assert 0 < r["p_mpjpe_mm"] <= r["mpjpe_mm"]
