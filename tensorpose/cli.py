@@ -177,6 +177,56 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _triangulate(args: argparse.Namespace) -> int:
+    from .multiview import triangulate_folder
+
+    out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
+    try:
+        r = triangulate_folder(args.tracks_dir, args.calib, out,
+                               min_confidence=args.min_confidence,
+                               max_reprojection_px=args.max_reprojection_px, layout=args.layout,
+                               fps=args.fps, overwrite=args.overwrite)  # fmt: skip
+    except FileExistsError as e:  # existing outputs: bad input like the others
+        print(f"tensorpose triangulate: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.tracks_dir}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
+          f"{r['fps']:g} fps, calibration {r['calibration']}")  # fmt: skip
+    for cam, folder in zip(r["cameras"], r["folders"], strict=True):
+        print(f"  camera {cam}: {folder}")
+    med, p90 = r["median_reprojection_px"], r["p90_reprojection_px"]
+    errors = f"{med:.2f} px median, {p90:.2f} px p90" if med is not None else "none valid"
+    print(f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
+          f"{r['mean_cameras_used'] or 0:.2f} cameras per joint")  # fmt: skip
+    for path in r["outputs"].values():
+        print(f"  wrote {path}")
+    return 0
+
+
+def _eval_wild(args: argparse.Namespace) -> int:
+    from .lift import eval_wild
+
+    r = eval_wild(args.tracks_dir, args.calib, args.checkpoint, flip=args.flip,
+                  min_confidence=args.min_confidence, layout=args.layout,
+                  device=args.device)  # fmt: skip
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    flip = ", test-time flip" if r["flip"] else ""
+    print(f"monocular lift vs triangulation, {r['frames']} frames, 12 limb joints, mid-hip "
+          f"root ({r['model']}{flip}); triangulation valid "
+          f"{r['triangulated_valid_fraction']:.1%}")  # fmt: skip
+    print(f"  {'camera':<12s} {'MPJPE':>9s} {'P-MPJPE':>9s} {'frames':>7s}")
+    for c in r["cameras"]:
+        if "error" in c:
+            print(f"  {c['camera']:<12s} not lifted: {c['error']}")
+        else:
+            print(f"  {c['camera']:<12s} {c['mpjpe_mm']:6.1f} mm {c['p_mpjpe_mm']:6.1f} mm "
+                  f"{c['frames']:7d}")  # fmt: skip
+    m = r["mean"]
+    print(f"  {'mean':<12s} {m['mpjpe_mm']:6.1f} mm {m['p_mpjpe_mm']:6.1f} mm")
+    return 0
+
+
 # ---------------------------------------------------------------------- arguments
 def add_bench_kinematics(sub) -> None:
     p = sub.add_parser("bench-kinematics", help="run benchmarks/kinematics.py (source checkout)")
@@ -325,8 +375,43 @@ def add_demo(sub) -> None:
     p.set_defaults(func=_demo)
 
 
+def add_triangulate(sub) -> None:
+    p = sub.add_parser(
+        "triangulate",
+        help="multi-camera OpenPose folders + calibration -> 3D joints (TRC, NPZ)",
+        description="Triangulate one folder of OpenPose JSON per camera with a Qualisys "
+        ".qca.txt or Pose2Sim .toml calibration (folders matched to cameras by name).",
+    )
+    p.add_argument("tracks_dir", help="folder with one OpenPose JSON folder per camera")
+    p.add_argument("--calib", required=True, help="calibration (.qca.txt or .toml)")
+    p.add_argument("--out", default=None, help="output folder (default ./triangulated_<name>)")
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--max-reprojection-px", type=float, default=15.0)
+    p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
+    p.add_argument("--fps", type=float, default=None, help="frame rate (bundled trial: 60)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.set_defaults(func=_triangulate)
+
+
+def add_eval_wild(sub) -> None:
+    p = sub.add_parser(
+        "eval-wild",
+        help="monocular lift of each camera vs the multi-view triangulation (limb joints)",
+    )
+    p.add_argument("tracks_dir", help="folder with one OpenPose JSON folder per camera")
+    p.add_argument("--calib", required=True, help="calibration (.qca.txt or .toml)")
+    p.add_argument("--checkpoint", default=None, help="lifter (default: bundled)")
+    p.add_argument("--flip", action="store_true", help="test-time flip averaging")
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_eval_wild)
+
+
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
-            add_profile_data, add_eval, add_demo, add_lift)  # fmt: skip
+            add_profile_data, add_eval, add_demo, add_lift, add_triangulate,
+            add_eval_wild)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -50,6 +50,7 @@ __all__ = [
     "bridge_missing",
     "bundled_lifters",
     "compare_with_reference",
+    "eval_wild",
     "lift",
     "lift_keypoints",
     "load_lifter",
@@ -795,4 +796,90 @@ def compare_with_reference(
         "mpjpe_mm": 1000 * float(metrics.mpjpe(p[ok], r[ok])),
         "p_mpjpe_mm": 1000 * float(metrics.p_mpjpe(p[ok], r[ok])),
         "frames": n,
+    }
+
+
+def _associated_person(frames: list[np.ndarray], chosen: np.ndarray) -> torch.Tensor:
+    """``(T, K, 3)``: per frame the detection ``chosen[t]`` of ``frames[t]`` (NaN where -1)."""
+    K = next((f.shape[1] for f in frames if len(f)), 0)
+    out = torch.full((len(frames), K, 3), float("nan"), dtype=torch.float64)
+    for t, (f, p) in enumerate(zip(frames, chosen.tolist(), strict=True)):  # file data per frame
+        if 0 <= p < len(f):
+            out[t] = torch.from_numpy(np.asarray(f[p], dtype=np.float64))
+    return out
+
+
+def eval_wild(
+    tracks_dir: str | os.PathLike,
+    calib: str | os.PathLike,
+    checkpoint: str | os.PathLike | None = None,
+    *,
+    flip: bool = False,
+    min_confidence: float = 0.3,
+    max_reprojection_px: float = 15.0,
+    layout: str | None = None,
+    device: str | torch.device = "cpu",
+) -> dict[str, Any]:
+    """Monocular lifting of each camera of a calibrated multi-camera recording against the
+    multi-view triangulation of the same recording (``tensorpose eval-wild``).
+
+    The folder is triangulated by :func:`tensorpose.multiview.triangulate_folder` (into a
+    temporary folder). For each camera, the person the triangulation associated in that
+    camera's view (per frame) is lifted as ``tensorpose lift`` does (the image size and ``K``
+    from the calibration; missing joints bridged) and compared with the triangulated joints
+    moved into that camera's frame by its ``R``, ``t``: :func:`compare_with_reference` on the
+    12 limb joints, mid-hip root, frames where both are valid.
+
+    Returns:
+        ``cameras``: per camera ``{camera, folder, mpjpe_mm, p_mpjpe_mm, frames, bridged_joints}``
+        (or ``error`` when that camera's person cannot be lifted), ``mean``: the mean over the
+        lifted cameras, the model, ``flip``, the triangulation's valid fraction and median
+        reprojection error.
+    """
+    from .io.calibration import load_calibration
+    from .io.openpose import read_openpose_frames
+    from .multiview import triangulate_folder
+
+    tracks_dir = Path(tracks_dir)
+    lifter = load_lifter(checkpoint, device)
+    with tempfile.TemporaryDirectory(prefix=".eval_wild.") as tmp:
+        tri = triangulate_folder(
+            tracks_dir, calib, tmp, min_confidence=min_confidence, layout=layout,
+            max_reprojection_px=max_reprojection_px, fps=DEFAULT_FPS, plot=False,
+            name="tri", device=device,
+        )  # fmt: skip
+        with np.load(tri["outputs"]["npz"]) as z:
+            points = torch.from_numpy(z["points"])  # (T, J, 3) world, NaN where not valid
+            person = z["person"]  # (T, C)
+            names = [str(n) for n in z["names"]]
+    cal = load_calibration(calib).select(tri["cameras"])
+    rows = []
+    for c, (cam, folder) in enumerate(zip(tri["cameras"], tri["folders"], strict=True)):
+        # one camera at a time: each is a separate monocular lift (a handful of cameras)
+        frames, _, lay = read_openpose_frames(tracks_dir / folder, tri["layout"])
+        kp = _associated_person(frames, person[:, c])
+        k2d = Keypoints2D(kp, lay, "as triangulated", "openpose")
+        size = tuple(int(v) for v in cal.size[c].tolist())
+        try:
+            r = lift_keypoints(k2d, lifter, size, cal.K[c], flip, min_confidence)
+        except ValueError as e:
+            rows.append({"camera": cam, "folder": folder, "error": str(e)})
+            continue
+        m = compare_with_reference(
+            r["joints"], lifter.skeleton_out.names, points, names, cal.R[c], cal.t[c]
+        )
+        rows.append({"camera": cam, "folder": folder, **m, "bridged_joints": r["bridged_joints"]})
+    done = [r for r in rows if "error" not in r and r["frames"] > 0]
+    mean = {
+        k: float(np.mean([r[k] for r in done])) if done else float("nan")
+        for k in ("mpjpe_mm", "p_mpjpe_mm")
+    }
+    return {
+        "cameras": rows,
+        "mean": mean,
+        "model": f"{lifter.kind} {lifter.path}",
+        "flip": flip,
+        "triangulated_valid_fraction": tri["valid_fraction"],
+        "median_reprojection_px": tri["median_reprojection_px"],
+        "frames": tri["frames"],
     }
