@@ -92,7 +92,7 @@ def run(device: torch.device, args) -> list[dict]:
     B = len(items)
 
     # ---------------------------------------------------------------- augment + targets
-    cfg = AugmentConfig((S, S), scale=0.25, rotation=15, rotation_prob=1.0, shift=0.1,
+    cfg = AugmentConfig(output_size=(S, S), scale=0.25, rotation=15, rotation_prob=1.0, shift=0.1,
                         brightness=0, contrast=0, saturation=0, hue=0, noise=0,
                         shadow_prob=0)  # fmt: skip
     params = sample_params(cfg, B, torch.Generator().manual_seed(0))

@@ -462,7 +462,6 @@ def profile_config(
         cfg: the run configuration (``cfg.task``, ``cfg.data``, ``cfg.model``, ``cfg.train``).
         workers, batches, sample, model_step: see :func:`profile_pipeline`.
     """
-    from dataclasses import fields as dc_fields
 
     from . import skeletons
     from .io.coco import bundled_coco, load_coco_keypoints
@@ -471,8 +470,7 @@ def profile_config(
     if cfg.task not in ("heatmap", "deeppose"):
         raise ValueError(f"profile_config needs a heatmap or deeppose config, got {cfg.task!r}")
     H, W = (int(v) for v in d.input_size)
-    names = {f.name for f in dc_fields(AugmentConfig)} - {"output_size"}
-    augment = AugmentConfig((H, W), **{k: getattr(d, k) for k in names if hasattr(d, k)})
+    augment = AugmentConfig(output_size=(H, W), **d.ranges())
     coco = load_coco_keypoints(d.annotations or bundled_coco(), min_keypoints=d.min_keypoints,
                                warn=False)  # fmt: skip
     dev = t.device

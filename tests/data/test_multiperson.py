@@ -97,7 +97,7 @@ def test_letterbox_equals_cv2_warp(ds):
 
 def test_augmented_people_equal_a_per_person_loop(device, ds):
     S = 96
-    cfg = AugmentConfig((S, S), scale=0.3, rotation=40, rotation_prob=1.0, shift=0.1,
+    cfg = AugmentConfig(output_size=(S, S), scale=0.3, rotation=40, rotation_prob=1.0, shift=0.1,
                         flip_prob=0.5)  # fmt: skip
     items = [ds[i] for i in range(6)]
     b = collate_multiperson(items)
@@ -128,7 +128,9 @@ def test_augmented_people_equal_a_per_person_loop(device, ds):
 
 def test_cpu_backend_equals_the_device_warp(ds):
     S = 128
-    cfg = AugmentConfig((S, S), scale=0.3, rotation=30, rotation_prob=1.0, shift=0.1, noise=0)
+    cfg = AugmentConfig(
+        output_size=(S, S), scale=0.3, rotation=30, rotation_prob=1.0, shift=0.1, noise=0
+    )
     b = collate_multiperson([ds[i] for i in range(5)])
     params = sample_params(cfg, 5, torch.Generator().manual_seed(0))
     dev = MultiPersonAugment(cfg, SK)(b, params=params)

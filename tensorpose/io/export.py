@@ -1,0 +1,219 @@
+"""3D marker exports: OpenSim/Motion Analysis ``.trc`` and ``.csv`` writers, a ``.trc`` reader.
+
+TRC (Track Row Column) as OpenSim's ``TRCFileAdapter`` reads it, tab separated::
+
+    PathFileType  4  (X/Y/Z)  <file name>  [<axes comment>]
+    DataRate  CameraRate  NumFrames  NumMarkers  Units  OrigDataRate  OrigDataStartFrame ...
+    <values of the line above>
+    Frame#  Time  <marker 1>  <tab> <tab> <marker 2> ...
+    <tab> <tab> X1  Y1  Z1  X2  Y2  Z2 ...
+    <empty line>
+    1  0.000000  x  y  z ...
+
+OpenSim keeps the first line as free text (only ``PathFileType`` is checked), so the axes and
+units comment goes there, after the file name. Missing coordinates are written as empty
+fields, which OpenSim reads as NaN (as Pose2Sim writes them).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["TRC", "TRCError", "read_trc", "write_csv", "write_trc"]
+
+_KEYS = ["DataRate", "CameraRate", "NumFrames", "NumMarkers", "Units", "OrigDataRate",
+         "OrigDataStartFrame", "OrigNumFrames"]  # fmt: skip
+
+
+class TRCError(ValueError):
+    """A ``.trc`` file could not be read; the message names the file and the line."""
+
+
+def _points(points, names: Sequence[str]) -> np.ndarray:
+    if isinstance(points, torch.Tensor):
+        points = points.detach().to("cpu", torch.float64).numpy()
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 3 or points.shape[-1] != 3:
+        raise ValueError(f"points must have shape (T, J, 3), got {points.shape}")
+    if len(names) != points.shape[1]:
+        raise ValueError(f"names must hold J={points.shape[1]} marker names, got {len(names)}")
+    if np.isinf(points).any():
+        raise ValueError("points has infinite values (use NaN for missing markers)")
+    bad = [n for n in names if not n or re.search(r"\s", n)]
+    if bad:
+        raise ValueError(f"marker names must be non-empty without whitespace, got {bad}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"marker names must be unique, got {list(names)}")
+    return points
+
+
+def _check_fps(fps: float) -> None:
+    if not (isinstance(fps, int | float) and math.isfinite(fps) and fps > 0):
+        raise ValueError(f"fps must be a positive number, got {fps!r}")
+
+
+def _fmt(v: float, decimals: int) -> str:
+    return "" if math.isnan(v) else f"{v:.{decimals}f}"
+
+
+def write_trc(
+    path: str | os.PathLike,
+    points,
+    names: Sequence[str],
+    fps: float,
+    units: str = "m",
+    axes: str | None = None,
+    decimals: int = 6,
+) -> Path:
+    """Write marker trajectories as an OpenSim-compatible ``.trc`` file.
+
+    Args:
+        path: output file.
+        points: ``(T, J, 3)`` tensor or array, NaN for missing markers.
+        names: ``J`` marker names (no whitespace).
+        fps: frame rate (``DataRate``, ``CameraRate`` and ``OrigDataRate``).
+        units: ``Units`` field (``"m"`` or ``"mm"``).
+        axes: free text stating the axes, appended to the first line (e.g. ``"X, Y, Z: world
+            frame of Calib.qca.txt, Z up, metres"``); no tabs or newlines.
+        decimals: decimals of the coordinates.
+
+    Returns:
+        ``path``.
+    """
+    pts = _points(points, names)
+    _check_fps(fps)
+    if not units or re.search(r"\s", units):
+        raise ValueError(f"units must be a word such as 'm' or 'mm', got {units!r}")
+    if axes is not None and re.search(r"[\t\r\n]", axes):
+        raise ValueError(f"axes must be one line without tabs, got {axes!r}")
+    path = Path(path)
+    T, J, _ = pts.shape
+    first = ["PathFileType", "4", "(X/Y/Z)", path.name] + ([axes] if axes else [])
+    values = [f"{fps:g}", f"{fps:g}", str(T), str(J), units, f"{fps:g}", "1", str(T)]
+    lines = [
+        "\t".join(first),
+        "\t".join(_KEYS),
+        "\t".join(values),
+        "\t".join(["Frame#", "Time"] + [f"{n}\t\t" for n in names]).rstrip("\t"),
+        "\t\t" + "\t".join(f"X{i}\tY{i}\tZ{i}" for i in range(1, J + 1)),
+        "",
+    ]
+    flat = pts.reshape(T, J * 3)
+    for t in range(T):  # one text row per frame
+        row = [str(t + 1), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in flat[t]]
+        lines.append("\t".join(row))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_csv(
+    path: str | os.PathLike,
+    points,
+    names: Sequence[str],
+    fps: float,
+    units: str = "m",
+    decimals: int = 6,
+) -> Path:
+    """Write marker trajectories as CSV: ``frame, time_s, <name>_x_<units>, ...`` (one row
+    per frame, empty fields for missing markers). Returns ``path``."""
+    pts = _points(points, names)
+    _check_fps(fps)
+    if not re.fullmatch(r"[A-Za-z]+", units):
+        raise ValueError(f"units must be a word such as 'm' or 'mm', got {units!r}")
+    path = Path(path)
+    T, J, _ = pts.shape
+    header = ["frame", "time_s"] + [f"{n}_{a}_{units}" for n in names for a in "xyz"]
+    lines = [",".join(header)]
+    flat = pts.reshape(T, J * 3)
+    for t in range(T):  # one text row per frame
+        row = [str(t), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in flat[t]]
+        lines.append(",".join(row))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@dataclass
+class TRC:
+    """A ``.trc`` file: ``points (T, J, 3)`` float64 (NaN where a field is empty), marker
+    ``names``, ``frames`` and ``time`` ``(T,)``, ``fps`` (``DataRate``), ``camera_rate``,
+    ``units``, the ``header`` metadata (key -> text) and the first line's ``comment`` (text
+    after the file name)."""
+
+    points: np.ndarray
+    names: list[str]
+    frames: np.ndarray
+    time: np.ndarray
+    fps: float
+    camera_rate: float
+    units: str
+    header: dict
+    comment: str
+
+
+def read_trc(path: str | os.PathLike) -> TRC:
+    """Read a ``.trc`` file (the layout :func:`write_trc` and OpenSim write).
+
+    Raises:
+        FileNotFoundError: no such file.
+        TRCError: a malformed header or data line (the message names the file and line).
+    """
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+
+    def fail(line: int, why: str) -> TRCError:
+        return TRCError(f"{path}:{line}: {why}")
+
+    if len(lines) < 5:
+        raise fail(len(lines), "too short for a TRC header (5 lines)")
+    first = lines[0].split("\t")
+    if first[0] != "PathFileType":
+        raise fail(1, f"expected 'PathFileType', got {first[0]!r}")
+    comment = "\t".join(first[4:])
+    keys = [k for k in lines[1].split("\t") if k]
+    if keys != _KEYS:
+        raise fail(2, f"expected the keys {_KEYS}, got {keys}")
+    values = [v for v in lines[2].split("\t") if v]
+    if len(values) != len(keys):
+        raise fail(3, f"{len(keys)} keys but {len(values)} values")
+    header = dict(zip(keys, values, strict=True))
+    try:
+        fps, camera_rate = float(header["DataRate"]), float(header["CameraRate"])
+        n_frames, n_markers = int(header["NumFrames"]), int(header["NumMarkers"])
+    except ValueError as e:
+        raise fail(3, f"bad number: {e}") from None
+    labels = [v for v in lines[3].split("\t") if v]
+    if labels[:2] != ["Frame#", "Time"] or len(labels) != n_markers + 2:
+        raise fail(4, f"expected Frame#, Time and {n_markers} marker names, got {labels}")
+    names = labels[2:]
+    xyz = [v for v in lines[4].split("\t") if v]
+    want = [f"{a}{i}" for i in range(1, n_markers + 1) for a in "XYZ"]
+    if xyz != want:
+        raise fail(5, f"expected X1 Y1 Z1 ... Z{n_markers}")
+    rows, frames, time = [], [], []
+    for i, line in enumerate(lines[5:], start=6):  # data rows
+        if not line.strip():
+            if rows:  # an empty line after the data ends it (as in OpenSim)
+                break
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2 + 3 * n_markers:
+            raise fail(i, f"{len(fields)} fields, expected {2 + 3 * n_markers}")
+        try:
+            frames.append(int(fields[0]))
+            time.append(float(fields[1]))
+            rows.append([float(v) if v.strip() else math.nan for v in fields[2:]])
+        except ValueError as e:
+            raise fail(i, f"bad number: {e}") from None
+    if len(rows) != n_frames:
+        raise fail(3, f"NumFrames is {n_frames} but the file has {len(rows)} data rows")
+    points = np.array(rows, dtype=np.float64).reshape(len(rows), n_markers, 3)
+    return TRC(points, names, np.array(frames), np.array(time), fps, camera_rate,
+               header["Units"], header, comment)  # fmt: skip
