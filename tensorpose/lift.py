@@ -656,8 +656,9 @@ def write_outputs(
             keypoints_2d=res.pixels.float().numpy(),
         )  # fmt: skip
         up = camera_to_opensim(joints).numpy()
-        write_trc(tmp / names[1], up, list(res.skeleton_out.names), res.fps, units="m")
-        write_csv(tmp / names[2], up, list(res.skeleton_out.names), res.fps)
+        axes = "X/Y/Z: camera frame turned Y up (x, -y, -z), root-relative, metres"
+        write_trc(tmp / names[1], up, list(res.skeleton_out.names), res.fps, units="m", axes=axes)
+        write_csv(tmp / names[2], up, list(res.skeleton_out.names), res.fps, units="m")
         _skeleton_picture(tmp / names[3], res)
         if video is not None:
             _write_video(tmp / names[4], video, res, progress)

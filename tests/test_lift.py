@@ -115,10 +115,10 @@ def test_lift_openpose_folder(ckpt, tmp_path, capsys):
     np.testing.assert_allclose(z["joints"], ref.numpy(), atol=1e-5)
     # the TRC reads back with the same numbers (Y-up: x, -y, -z), and the CSV too
     trc = read_trc(out / f"{name}.trc")
-    assert trc["names"] == list(H36M.names) and trc["fps"] == 60.0
+    assert trc.names == list(H36M.names) and trc.fps == 60.0
     up = camera_to_opensim(torch.from_numpy(z["joints"]).double()).numpy()
-    np.testing.assert_allclose(trc["points"], up, atol=2e-6)
-    np.testing.assert_allclose(trc["time"], np.arange(100) / 60, atol=1e-6)
+    np.testing.assert_allclose(trc.points, up, atol=2e-6)
+    np.testing.assert_allclose(trc.time, np.arange(100) / 60, atol=1e-6)
     csv = np.loadtxt(out / f"{name}.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(csv[:, 2:].reshape(100, 17, 3), up, atol=2e-6)
 
