@@ -392,15 +392,18 @@ def normalize_input(
     size: tuple[int, int] | None,
     K: torch.Tensor | None = None,
     focal_per_px: float = 1.145,
+    dist: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``pixels (T, J, 2)`` -> the model's input coordinates.
 
-    ``screen``: :func:`tensorpose.ops.camera.normalize_screen` with ``size = (w, h)``.
-    ``intrinsics``: ``K^-1 [u, v, 1]`` (its ``x, y``), ``K (3, 3)`` from a calibration, else a
-    pinhole camera with focal ``focal_per_px * max(w, h)`` and the principal point at the image
-    centre.
+    ``screen``: :func:`tensorpose.ops.camera.normalize_screen` with ``size = (w, h)`` (the
+    pixels as observed; the lens distortion is not removed).
+    ``intrinsics``: ``K^-1 [u, v, 1]`` (its ``x, y``), ``K (3, 3)`` from a calibration (with
+    ``dist (5,)`` the lens distortion removed first,
+    :func:`tensorpose.ops.camera.undistort_points`), else a pinhole camera with focal
+    ``focal_per_px * max(w, h)`` and the principal point at the image centre.
     """
-    from .ops.camera import normalize_screen
+    from .ops.camera import normalize_screen, undistort_points
 
     if normalization == "screen":
         if size is None:
@@ -420,6 +423,8 @@ def normalize_input(
         f = focal_per_px * max(size)
         K = torch.tensor([[f, 0, size[0] / 2], [0, f, size[1] / 2], [0, 0, 1]])
     K = K.to(pixels)
+    if dist is not None:
+        return undistort_points(pixels, K, dist.to(pixels))
     return (pixels - K[:2, 2]) / torch.stack([K[0, 0], K[1, 1]])
 
 
@@ -442,7 +447,7 @@ def predict_joints(lifter: Lifter, x: torch.Tensor, flip: bool = False) -> torch
 
 # ---------------------------------------------------------------------------- library
 def _calibration_camera(calib: str | os.PathLike, camera: str | None):
-    """``(K (3, 3), size (w, h))`` of one camera of a calibration file."""
+    """``(K (3, 3), dist (5,), size (w, h))`` of one camera of a calibration file."""
     from .io.calibration import load_calibration  # the geometry module
 
     cal = load_calibration(calib)
@@ -453,7 +458,7 @@ def _calibration_camera(calib: str | os.PathLike, camera: str | None):
         raise ValueError(f"--camera {camera!r} is not in {calib} (cameras: {names})")
     c = names.index(camera)
     w, h = (int(v) for v in cal.size[c].tolist())
-    return torch.as_tensor(cal.K[c], dtype=torch.float64), (w, h)
+    return cal.K[c].double(), cal.dist[c].double(), (w, h)
 
 
 def _check_video(video: str | os.PathLike, frames: int) -> tuple[int, int]:
@@ -494,8 +499,10 @@ def lift_keypoints(
     K: torch.Tensor | None = None,
     flip: bool = False,
     min_confidence: float = 0.3,
+    dist: torch.Tensor | None = None,
 ) -> dict[str, Any]:
-    """Lift one person's keypoints: convert, mask, bridge, normalise, predict.
+    """Lift one person's keypoints: convert, mask, bridge, normalise, predict (``K``,
+    ``dist``: the camera's intrinsics and distortion, see :func:`normalize_input`).
 
     Returns:
         ``joints (T, 17, 3)`` root-relative (camera frame, metres), ``pixels (T, J_in, 2)``
@@ -509,7 +516,7 @@ def lift_keypoints(
     missing = ~(torch.isfinite(j[..., :2]).all(-1) & (j[..., 2] >= min_confidence))
     skel = skeletons.get(lifter.joints_in)
     px = bridge_missing(j[..., :2], missing, skel.names)
-    x = normalize_input(px, lifter.normalization, size, K, lifter.default_focal_per_px)
+    x = normalize_input(px, lifter.normalization, size, K, lifter.default_focal_per_px, dist)
     joints = predict_joints(lifter, x, flip)
     return {
         "joints": joints.cpu(),
@@ -573,9 +580,9 @@ def lift(
     if fps is not None and not fps > 0:
         raise ValueError(f"--fps must be positive, got {fps}")
     kp = read_keypoints_2d(src, layout, person)
-    K = None
+    K = dist = None
     if calib is not None:
-        K, size = _calibration_camera(calib, camera)
+        K, dist, size = _calibration_camera(calib, camera)
     size = size if size is not None else kp.size
     fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
     T = kp.keypoints.shape[0]
@@ -589,7 +596,7 @@ def lift(
     existing = [out_dir / f for f in files if (out_dir / f).exists()]
     if existing and not overwrite:
         raise ValueError(f"{existing[0]} exists (pass --overwrite to replace the outputs)")
-    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence)
+    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist)
     res = _Result(name, r["joints"], r["pixels"], r["missing"],
                   skeletons.get(lifter.joints_in), lifter.skeleton_out, fps_used)  # fmt: skip
     written = write_outputs(out_dir, res, video, progress)
@@ -862,7 +869,7 @@ def eval_wild(
         k2d = Keypoints2D(kp, lay, "as triangulated", "openpose")
         size = tuple(int(v) for v in cal.size[c].tolist())
         try:
-            r = lift_keypoints(k2d, lifter, size, cal.K[c], flip, min_confidence)
+            r = lift_keypoints(k2d, lifter, size, cal.K[c], flip, min_confidence, cal.dist[c])
         except ValueError as e:
             rows.append({"camera": cam, "folder": folder, "error": str(e)})
             continue

@@ -343,3 +343,27 @@ def test_compare_with_reference_naive():
         total += sum(float(((p[n] - rp) - (a[n] - ra)).norm()) for n in LIMB_JOINTS) / 12
     assert r["mpjpe_mm"] == pytest.approx(1000 * total / 7, rel=1e-9)
     assert 0 < r["p_mpjpe_mm"] <= r["mpjpe_mm"]
+
+
+def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
+    cv2 = pytest.importorskip("cv2")
+    from tensorpose.io.calibration import load_calibration
+    from tensorpose.lift import normalize_input
+
+    calib = CAM01.parent / "Calib.qca.txt"
+    kp = to_h36m17(_track(CAM01), "BODY_25B")[:20]
+    src = _write_npz(tmp_path / "c.npz", kp.numpy())
+    a = lift(src, ckpt, tmp_path / "a", layout="H36M_17", calib=calib, camera="cam_01",
+             progress=False)  # fmt: skip
+    assert a["size"] == SIZE
+    lift(src, ckpt, tmp_path / "b", layout="H36M_17", size=SIZE, progress=False)
+    np.testing.assert_array_equal(np.load(tmp_path / "a" / "c_3d.npz")["joints"],
+                                  np.load(tmp_path / "b" / "c_3d.npz")["joints"])  # fmt: skip
+    with pytest.raises(ValueError, match="cam_01"):
+        lift(src, ckpt, tmp_path / "x", layout="H36M_17", calib=calib, camera="nope")
+    # intrinsics normalisation with a calibration = cv2.undistortPoints
+    cal = load_calibration(calib)
+    px = torch.nan_to_num(kp[..., :2])
+    got = normalize_input(px, "intrinsics", SIZE, cal.K[0], dist=cal.dist[0])
+    ref = cv2.undistortPoints(px.reshape(-1, 1, 2).numpy(), cal.K[0].numpy(), cal.dist[0].numpy())
+    np.testing.assert_allclose(got.reshape(-1, 2).numpy(), ref.reshape(-1, 2), atol=1e-6)
