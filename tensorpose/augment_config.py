@@ -4,7 +4,7 @@ section (which exposes the same names and defaults as config keys)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 __all__ = ["AugmentConfig", "AugmentRanges"]
 
@@ -26,18 +26,18 @@ class AugmentRanges:
         shadow_prob: probability of a half-plane shadow.
     """
 
-    scale: float = 0.3
-    rotation: float = 30.0
-    rotation_prob: float = 0.6
-    shift: float = 0.0
-    flip_prob: float = 0.5
-    brightness: float = 0.2
-    contrast: float = 0.2
-    saturation: float = 0.2
-    hue: float = 0.02
-    noise: float = 5.0
-    noise_prob: float = 0.3
-    shadow_prob: float = 0.3
+    scale: float = field(default=0.3, metadata={"range": (0, 1, "right-open")})
+    rotation: float = field(default=30.0, metadata={"range": (0, 180, "closed")})
+    rotation_prob: float = field(default=0.6, metadata={"range": (0, 1, "closed")})
+    shift: float = field(default=0.0, metadata={"range": (0, 1, "closed")})
+    flip_prob: float = field(default=0.5, metadata={"range": (0, 1, "closed")})
+    brightness: float = field(default=0.2, metadata={"range": (0, 1, "closed")})
+    contrast: float = field(default=0.2, metadata={"range": (0, 1, "closed")})
+    saturation: float = field(default=0.2, metadata={"range": (0, 1, "closed")})
+    hue: float = field(default=0.02, metadata={"range": (0, 0.5, "closed")})
+    noise: float = field(default=5.0, metadata={"range": (0, 255, "closed")})
+    noise_prob: float = field(default=0.3, metadata={"range": (0, 1, "closed")})
+    shadow_prob: float = field(default=0.3, metadata={"range": (0, 1, "closed")})
 
     PROBABILITIES = ("flip_prob", "rotation_prob", "noise_prob", "shadow_prob")
     """The fields that are probabilities (in ``[0, 1]``)."""

@@ -41,6 +41,7 @@ from .metrics2d import COCO_SIGMAS, coco_keypoint_ap
 from .models.heads import PoseNet, centernet_pose_net
 from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import centernet_decode, centernet_radius_bound
+from .ops.nms import oks_nms
 from .skeleton import Skeleton
 
 __all__ = [
@@ -50,12 +51,10 @@ __all__ = [
     "batched_oks_nms",
     "build_model",
     "evaluate",
-    "pairwise_oks",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-_EPS = float(torch.finfo(torch.float64).eps)
 STRIDE = 4  # the deconvolution neck of centernet_pose_net: stride 32 -> 4
 
 
@@ -265,50 +264,6 @@ class CenterNet:
 
 
 # ---------------------------------------------------------------------- OKS-NMS
-def pairwise_oks(
-    keypoints: torch.Tensor, areas: torch.Tensor, sigmas: Sequence[float] = COCO_SIGMAS
-) -> torch.Tensor:
-    """OKS of every pair of poses, as the NMS of the bottom-up code bases computes it: all
-    ``K`` joints count, the scale is the mean of the two areas.
-
-    Args:
-        keypoints: ``(N, K, 2+)`` (only ``x, y`` are used).
-        areas: ``(N,)``.
-        sigmas: ``K`` per-joint constants.
-
-    Returns:
-        ``(N, N)``, 1 on the diagonal.
-    """
-    x, y = keypoints[..., 0], keypoints[..., 1]
-    inv_var = 1 / (2 * torch.tensor(sigmas, device=x.device, dtype=x.dtype)) ** 2
-    dx, dy = x.unsqueeze(1) - x.unsqueeze(0), y.unsqueeze(1) - y.unsqueeze(0)  # (N, N, K)
-    d2 = dx.square_().add_(dy.square_())  # x and y apart: no reduction over a size-2 dim
-    scale = (areas.unsqueeze(1) + areas.unsqueeze(0)).to(x.dtype) + 2 * _EPS  # 2 x mean area
-    e = (d2 * inv_var).div_(scale.unsqueeze(-1))
-    # exp(-50) counts as 0 in a mean compared with a threshold; keeps CPU exp out of underflow
-    return torch.exp(e.clamp_(max=50).neg_()).mean(-1)
-
-
-def _oks_nms(
-    keypoints: torch.Tensor,
-    scores: torch.Tensor,
-    areas: torch.Tensor,
-    threshold: float,
-    sigmas: Sequence[float] = COCO_SIGMAS,
-) -> torch.Tensor:
-    """FALLBACK, to be replaced by ``from .ops.nms import oks_nms`` (same signature): greedy
-    OKS-NMS. ``keypoints (N, K, 3)``, ``scores (N,)``, ``areas (N,)`` -> indices of the kept
-    poses in decreasing score."""
-    order = scores.argsort(descending=True, stable=True)
-    o = pairwise_oks(keypoints[order], areas[order], sigmas)
-    N = order.shape[0]
-    later = torch.arange(N, device=o.device)
-    keep = torch.ones(N, dtype=torch.bool, device=o.device)
-    for i in range(N):  # greedy: each decision depends on the earlier ones (no host sync)
-        keep = keep & ~((o[i] > threshold) & keep[i] & (later > i))
-    return order[keep]
-
-
 def batched_oks_nms(
     keypoints: torch.Tensor,
     scores: torch.Tensor,
@@ -336,7 +291,7 @@ def batched_oks_nms(
     gap = (xy.amax() - xy.amin()) + 10 * a.max().sqrt() + 1
     shift = (torch.arange(B, device=xy.device, dtype=xy.dtype) * gap).view(B, 1, 1, 1)
     flat = torch.cat([xy + shift, keypoints[..., 2:].double()], -1).reshape(B * k, -1, 3)
-    idx = _oks_nms(flat, scores.reshape(-1), a.reshape(-1), threshold, sigmas)
+    idx = oks_nms(flat, scores.reshape(-1), a.reshape(-1), threshold, sigmas)
     keep = torch.zeros(B * k, dtype=torch.bool, device=scores.device)
     keep[idx] = True
     return keep.view(B, k)

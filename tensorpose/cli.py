@@ -36,19 +36,26 @@ def _bvh_info(args: argparse.Namespace) -> int:
 def _coco_info(args: argparse.Namespace) -> int:
     from .info import coco_info
 
-    print("\n".join(coco_info(args.file, args.min_keypoints)))
+    print("\n".join(coco_info(args.file, args.min_keypoints, args.images)))
     return 0
 
 
 def _smooth(args: argparse.Namespace) -> int:
     from .smoothing import FilterSettings, smooth_folder
 
+    if args.layout is not None and args.layout not in SMOOTH_LAYOUTS:
+        raise ValueError(
+            f"--layout must be one of {', '.join(SMOOTH_LAYOUTS)}, got {args.layout!r}"
+        )
+
     settings = FilterSettings(args.method, args.fps, args.model, args.process_noise,
                               args.measurement_noise, args.min_cutoff, args.beta,
                               args.d_cutoff)  # fmt: skip
     report = smooth_folder(args.input_dir, args.out, settings, args.layout, args.min_confidence,
-                           None if args.no_plot else args.joint, args.track)  # fmt: skip
+                           None if args.no_plot else args.joint, args.track,
+                           args.overwrite)  # fmt: skip
     for r in report:
+        print(f"{r['folder']}: layout {r['layout']} ({r['layout_reason']})")
         print(
             f"{r['folder']}: {r['frames']} frames, {r['tracks']} tracks ({r['layout']}); of the "
             f"joints of present people {r['missing_pct']:.1f}% are missing, "
@@ -154,15 +161,70 @@ def _lift(args: argparse.Namespace) -> int:
 
 def _profile_data(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .train.profiler import profile_data
+    from .diagnose import model_step_time, profile_config
 
     cfg = load_config(args.config, args.overrides)
-    rows = profile_data(cfg, args.workers, args.batches)
-    print(f"input pipeline of {args.config} ({cfg.task}), {args.batches} batches of "
-          f"{cfg.train.batch_size}:")  # fmt: skip
-    for r in rows:
-        print(f"  workers {r['workers']:2d}: {r['samples_per_s']:9.1f} samples/s, "
-              f"{r['per_worker']:9.1f} per worker")  # fmt: skip
+    if cfg.task not in ("heatmap", "deeppose"):
+        raise ValueError(
+            f"{args.config}: profile-data diagnoses heatmap or deeppose configs, not task "
+            f"{cfg.task!r}"
+        )
+    step = None
+    if not args.no_model_step:
+        from .tasks import build_model
+        from .train.distributed import resolve_device
+
+        step = model_step_time(build_model(cfg), cfg.train.batch_size, tuple(cfg.data.input_size),
+                               resolve_device(cfg.train.device))  # fmt: skip
+    prof = profile_config(cfg, args.workers, args.batches, args.sample, step)
+    print(f"{args.config} ({cfg.task}):")
+    print(prof.table())
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .predict import load_pose_model, predict
+
+    src = Path(args.input)
+    out = Path(args.out) if args.out else Path("runs") / "predict" / (src.stem or src.name)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not args.overwrite:
+            raise ValueError(f"{out}: output folder exists and is not empty (use --overwrite)")
+        if not out.is_dir():
+            raise ValueError(f"{out}: exists and is not a folder")
+        shutil.rmtree(out)  # no stale frames of an earlier run next to the new ones
+    pose = load_pose_model(args.checkpoint, args.device)
+    detector = load_pose_model(args.detector, args.device) if args.detector else None
+    r = predict(src, pose, out, boxes=args.boxes, detector=detector, batch_size=args.batch_size,
+                box_threshold=args.box_threshold, min_score=args.min_score,
+                progress=not args.quiet)  # fmt: skip
+    print(f"{r.frames} frames, {r.people} people, {r.seconds:.1f} s ({r.frames_per_s:.1f} "
+          f"frames/s, {pose.kind} on {pose.device}) -> {out}")  # fmt: skip
+    for name, path in r.outputs.items():
+        print(f"  {name}: {path}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_checkpoint
+
+    try:
+        r = export_checkpoint(args.checkpoint, args.out, args.with_decoding, args.opset)
+    except ImportError as e:
+        print(f"tensorpose export: error: {e}", file=sys.stderr)
+        return 2
+    C, H, W = r["input_shape"]
+    print(
+        f"wrote {r['path']}: {r['task']} model, decoding {r['decoding'] or 'none'}, input "
+        f"images (B, {C}, {H}, {W}) with a dynamic batch B, outputs {', '.join(r['outputs'])}"
+    )
+    print(f"onnxruntime vs PyTorch (batches 1 and 3): max abs error {r['max_error']:.2e}")
+    if r["max_error"] > args.tolerance:
+        print(f"tensorpose export: error: max error {r['max_error']:.2e} exceeds "
+              f"{args.tolerance:g}", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 
@@ -181,14 +243,9 @@ def _triangulate(args: argparse.Namespace) -> int:
     from .multiview import triangulate_folder
 
     out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
-    try:
-        r = triangulate_folder(args.tracks_dir, args.calib, out,
-                               min_confidence=args.min_confidence,
-                               max_reprojection_px=args.max_reprojection_px, layout=args.layout,
-                               fps=args.fps, overwrite=args.overwrite)  # fmt: skip
-    except FileExistsError as e:  # existing outputs: bad input like the others
-        print(f"tensorpose triangulate: error: {e}", file=sys.stderr)
-        return 2
+    r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
+                           max_reprojection_px=args.max_reprojection_px, layout=args.layout,
+                           fps=args.fps, overwrite=args.overwrite)  # fmt: skip
     print(f"{args.tracks_dir}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
           f"{r['fps']:g} fps, calibration {r['calibration']}")  # fmt: skip
     for cam, folder in zip(r["cameras"], r["folders"], strict=True):
@@ -241,6 +298,11 @@ def add_bvh_info(sub) -> None:
     p.set_defaults(func=_bvh_info)
 
 
+SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17")
+"""``smooth --layout`` names: the keys of :data:`tensorpose.layouts.LAYOUTS` (a test keeps them
+equal; spelled out so ``tensorpose --help`` does not import torch)."""
+
+
 def add_smooth(sub) -> None:
     p = sub.add_parser(
         "smooth",
@@ -254,7 +316,8 @@ def add_smooth(sub) -> None:
     p.add_argument("--method", choices=["kalman", "rts", "one-euro"], default="rts")
     p.add_argument("--out", default=None, help="output folder (default ./smoothed_<name>_<method>)")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate (bundled tracks: 60)")
-    p.add_argument("--layout", default=None, help="BODY_25, BODY_25B or COCO_18 (default: detect)")
+    p.add_argument("--layout", default=None,
+                   help=f"one of {', '.join(SMOOTH_LAYOUTS)} (default: detect)")  # fmt: skip
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--model", choices=["velocity", "acceleration"], default="velocity")
     p.add_argument("--process-noise", type=float, default=0.5,
@@ -268,6 +331,8 @@ def add_smooth(sub) -> None:
     p.add_argument("--track", type=int, default=None,
                    help="track to draw (default: the most observed)")  # fmt: skip
     p.add_argument("--no-plot", action="store_true", help="skip the picture")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an existing output folder")  # fmt: skip
     p.set_defaults(func=_smooth)
 
 
@@ -275,6 +340,8 @@ def add_coco_info(sub) -> None:
     p = sub.add_parser("coco-info", help="summarise a COCO keypoint file and its bad records")
     p.add_argument("file", nargs="?", help="annotation JSON (default: the bundled subset)")
     p.add_argument("--min-keypoints", type=int, default=1)
+    p.add_argument("--images", default=None,
+                   help="image folder (default: next to the file); lists missing ones")  # fmt: skip
     p.set_defaults(func=_coco_info)
 
 
@@ -309,12 +376,79 @@ def add_train(sub) -> None:
 
 
 def add_profile_data(sub) -> None:
-    p = sub.add_parser("profile-data", help="time the input pipeline alone (samples/s per worker)")
-    p.add_argument("config", help="YAML config file")
+    p = sub.add_parser(
+        "profile-data",
+        help="diagnose the input pipeline of a 2D config (time per stage, verdict, fix)",
+        description="Time each input stage of a top-down 2D config (file read, JPEG decode, "
+        "augmentation, targets, collate, worker-to-main transfer, host-to-device copy) and real "
+        "DataLoaders per worker count against one model step; print the verdict (io-, decode-, "
+        "augmentation-, transfer- or device-bound) and the suggested fix.",
+    )
+    p.add_argument("config", help="YAML config file (task heatmap or deeppose)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides")
     p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--batches", type=int, default=4, help="batches per DataLoader measurement")
+    p.add_argument("--sample", type=int, default=64, help="people timed per stage")
+    p.add_argument(
+        "--no-model-step",
+        action="store_true",
+        help="do not time a model step (the verdict then ignores the model)",
+    )
     p.set_defaults(func=_profile_data)
+
+
+def add_predict(sub) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="2D poses of every person in an image, a folder of images or a video",
+        description="Run a heatmap or deeppose checkpoint (top-down: person boxes from --boxes "
+        "or a CenterNet --detector) or a centernet checkpoint (no boxes) on INPUT. Writes "
+        "results.json (COCO keypoint results), openpose/ (per-frame JSON, COCO_18 layout: input "
+        "of `tensorpose smooth` and `tensorpose lift`) and drawn/ pictures or an MP4. Outputs "
+        "are written under temporary names and renamed when the whole input is done.",
+    )
+    p.add_argument("input", help="image, folder of images, or video")
+    p.add_argument("--checkpoint", required=True, help="checkpoint.pt of a 2D run")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--boxes", default=None, help="COCO detections JSON (top-down models)")
+    group.add_argument(
+        "--detector",
+        default=None,
+        help="centernet checkpoint used as person detector (top-down models)",
+    )
+    p.add_argument("--out", default=None, help="output folder (default runs/predict/<name>)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--batch-size", type=int, default=8, help="frames per batch")
+    p.add_argument("--box-threshold", type=float, default=0.3, help="boxes scoring less unused")
+    p.add_argument(
+        "--min-score",
+        type=float,
+        default=0.1,
+        help="people scoring less are left out of OpenPose JSON and pictures",
+    )
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_predict)
+
+
+def add_export(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a 2D checkpoint to ONNX (dynamic batch) and check it with onnxruntime",
+    )
+    p.add_argument("checkpoint", help="checkpoint.pt of a heatmap, deeppose or centernet run")
+    p.add_argument("--format", choices=["onnx"], default="onnx")
+    p.add_argument("--with-decoding", action="store_true",
+                   help="decoding inside the graph: keypoints in input pixels")  # fmt: skip
+    p.add_argument("--out", default=None, help="output file (default: next to the checkpoint)")
+    p.add_argument("--opset", type=int, default=18, help="ONNX opset (>= 18)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-4,
+        help="largest accepted onnxruntime vs PyTorch difference (exit 1 above)",
+    )
+    p.set_defaults(func=_export)
 
 
 def add_eval(sub) -> None:
@@ -410,32 +544,59 @@ def add_eval_wild(sub) -> None:
 
 
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
-            add_profile_data, add_eval, add_demo, add_lift, add_triangulate,
-            add_eval_wild)  # fmt: skip
+            add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
+            add_triangulate, add_eval_wild)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tensorpose", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
     return parser
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: its message with line breaks joined by ``; ``."""
+    text = str(e) if not isinstance(e, OSError) or not e.strerror else _os_error(e)
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or repr(e)
+
+
+def _os_error(e: OSError) -> str:
+    """An OSError naming the file: ``path: reason`` (one message per file, as the OS says)."""
+    if e.filename is not None and str(e.filename) not in str(e.args[-1]):
+        return f"{e.filename}: {e.strerror}"
+    return str(e.args[-1]) if e.args else e.strerror
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command. Errors caused by the input (a file that cannot be read or parsed, a bad
+    setting or checkpoint, a full disk) print one line naming the file and return 2; a stopped
+    training run returns 3; an interrupt 130 (SIGINT) or 143 (SIGTERM). ``--debug`` re-raises
+    with the full traceback."""
     args = build_parser().parse_args(argv)
+    from .train.interrupt import Interrupted
+    from .train.trainer import TrainingStopped
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"tensorpose {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        from .train.trainer import TrainingStopped
-
-        if not isinstance(e, TrainingStopped):
+    except Interrupted as e:
+        print(f"tensorpose {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except TrainingStopped as e:
+        if args.debug:
             raise
-        print(f"tensorpose {args.command}: stopped: {e}", file=sys.stderr)
+        print(f"tensorpose {args.command}: stopped: {_one_line(e)}", file=sys.stderr)
         return 3
+    except (ValueError, TypeError, OSError, KeyError, IndexError, RecursionError) as e:
+        # ValueError covers ConfigError, CheckpointError, the readers' parse errors and
+        # UnsafePickleError; OSError unreadable files, folders given as files, a full disk.
+        if args.debug:
+            raise
+        print(f"tensorpose {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

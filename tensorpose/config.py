@@ -33,12 +33,15 @@ __all__ = [
     "ConfigError",
     "TrainConfig",
     "check_min",
+    "check_ranges",
     "choices",
     "config_for",
     "config_from_dict",
     "config_to_dict",
     "load_config",
+    "ranges_table",
     "save_config",
+    "valid",
 ]
 
 DEFAULT_TASK = "lift"
@@ -53,6 +56,91 @@ def choices(*values: str) -> dict:
     """Field metadata restricting a config value to ``values``:
     ``field(default="a", metadata=choices("a", "b"))``."""
     return {"choices": values}
+
+
+def valid(lo: float | None, hi: float | None, kind: str = "closed") -> dict:
+    """Field metadata giving a numeric config value its valid range, checked when the config is
+    built: ``field(default=1e-3, metadata=valid(0, 10, "left-open"))`` means ``0 < v <= 10``.
+
+    Args:
+        lo, hi: bounds (``None``: unbounded on that side).
+        kind: ``closed`` ``[lo, hi]``, ``open`` ``(lo, hi)``, ``left-open`` ``(lo, hi]`` or
+            ``right-open`` ``[lo, hi)``.
+
+    NaN and infinity are never valid. For a list field the range applies to every item.
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+    return {"range": (lo, hi, kind)}
+
+
+_KINDS = {"closed": "[]", "open": "()", "left-open": "(]", "right-open": "[)"}
+
+
+def _num(v: float) -> str:
+    return str(v) if isinstance(v, int) else f"{v:g}"
+
+
+def _range_text(lo: float | None, hi: float | None, kind: str) -> str:
+    left, right = _KINDS[kind]
+    a = "-inf" if lo is None else _num(lo)
+    b = "inf" if hi is None else _num(hi)
+    return f"{left if lo is not None else '('}{a}, {b}{right if hi is not None else ')'}"
+
+
+def _check_value(key: str, v: Any, rng: tuple | None) -> None:
+    import math
+
+    if isinstance(v, list):
+        for i, item in enumerate(v):
+            _check_value(f"{key}[{i}]", item, rng)
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ConfigError(f"{key} must be a finite number, got {v}")
+    if rng is None:
+        return
+    lo, hi, kind = rng
+    left, right = _KINDS[kind]
+    ok = (lo is None or (v > lo if left == "(" else v >= lo)) and (
+        hi is None or (v < hi if right == ")" else v <= hi)
+    )
+    if not ok:
+        raise ConfigError(f"{key} must be in {_range_text(lo, hi, kind)}, got {v}")
+
+
+def check_ranges(section: Any, prefix: str) -> None:
+    """Check every field of the dataclass ``section`` against its :func:`valid` range (and
+    every float, in lists too, for NaN/infinity); raise :class:`ConfigError` naming the key."""
+    for f in dataclasses.fields(section):
+        _check_value(prefix + f.name, getattr(section, f.name), f.metadata.get("range"))
+
+
+def ranges_table(task: str | None = None) -> str:
+    """A Markdown table of every numeric key of ``task`` (default: every registered task) with
+    its default and valid range, generated from the field metadata (the README's table)."""
+    from .tasks.registry import task_names
+
+    rows: dict[tuple[str, int], list] = {}
+    names = [task] if task else task_names()
+    for name in names:
+        data, model = _sections(name)
+        for prefix, cls in (("train", TrainConfig), ("data", data), ("model", model)):
+            for f, tp in _fields(cls).values():
+                base = typing.get_args(tp)[0] if typing.get_origin(tp) is list else tp
+                if base not in (int, float):
+                    continue
+                row = rows.setdefault((f"{prefix}.{f.name}", id(f)), [f, tp, []])
+                row[2].append(name)
+    lines = ["| key | tasks | type | default | valid |", "|---|---|---|---|---|"]
+    for (key, _), (f, tp, tasks) in rows.items():
+        rng = f.metadata.get("range")
+        text = _range_text(*rng) if rng else "finite; checked by the task"
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        used = "all" if len(tasks) == len(names) else ", ".join(tasks)
+        lines.append(f"| `{key}` | {used} | {_type_name(tp)} | {default} | {text} |")
+    return "\n".join(lines)
 
 
 def check_min(items: Iterable[tuple[str, float, float]]) -> None:
@@ -76,25 +164,25 @@ def _sections(task: str) -> tuple[type, type]:
 class TrainConfig:
     """The optimisation loop (the same for every task)."""
 
-    epochs: int = 20
-    batch_size: int = 256
+    epochs: int = field(default=20, metadata=valid(0, 100_000))
+    batch_size: int = field(default=256, metadata=valid(1, 1 << 20))
     """Global batch: split evenly over DDP processes."""
     optimizer: str = field(default="adam", metadata=choices("sgd", "adam", "adamw"))
-    lr: float = 1e-3
-    momentum: float = 0.9
+    lr: float = field(default=1e-3, metadata=valid(0, 10, "left-open"))
+    momentum: float = field(default=0.9, metadata=valid(0, 1, "right-open"))
     """SGD momentum (the articles' MomentumSGD)."""
-    weight_decay: float = 0.0
+    weight_decay: float = field(default=0.0, metadata=valid(0, 1))
     amsgrad: bool = True
     """Adam/AdamW variant."""
     lr_schedule: str = field(
         default="exponential", metadata=choices("constant", "exponential", "step", "cosine")
     )
-    lr_decay: float = 0.9
+    lr_decay: float = field(default=0.9, metadata=valid(0, 1, "left-open"))
     """``exponential``: factor per epoch; ``step``: factor every ``lr_step`` epochs."""
-    lr_step: int = 10
-    warmup_steps: int = 0
+    lr_step: int = field(default=10, metadata=valid(1, 100_000))
+    warmup_steps: int = field(default=0, metadata=valid(0, 10**9))
     """Linear warm-up from 0 over this many optimiser steps."""
-    grad_clip: float = 0.0
+    grad_clip: float = field(default=0.0, metadata=valid(0, 1e6))
     """Clip the global gradient norm to this (0: off)."""
     amp: str = field(default="none", metadata=choices("none", "bf16", "fp16"))
     """Mixed precision on CUDA (``fp16`` uses a gradient scaler); CPU runs need ``none``."""
@@ -103,20 +191,20 @@ class TrainConfig:
     """``torch.compile`` the model (opt-in)."""
     deterministic: bool = False
     """Deterministic algorithms (cuDNN benchmark off, ``use_deterministic_algorithms``)."""
-    seed: int = 0
+    seed: int = field(default=0, metadata=valid(0, 2**31 - 1))
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:1``..."""
-    threads: int = 0
+    threads: int = field(default=0, metadata=valid(0, 1024))
     """CPU threads for torch; 0 leaves torch's default."""
-    log_every: int = 10
+    log_every: int = field(default=10, metadata=valid(1, 10**9))
     """Steps between host reads of the loss and timers (progress bar, CSV, NaN check)."""
-    val_every: int = 1
+    val_every: int = field(default=1, metadata=valid(1, 100_000))
     """Epochs between validations (the last epoch always validates)."""
-    ckpt_every: int = 1
+    ckpt_every: int = field(default=1, metadata=valid(1, 100_000))
     """Epochs between checkpoints (the last epoch always writes one)."""
     best_metric: str = ""
     """Validation metric that selects ``best.pt``; empty: the task's default."""
-    max_steps: int = 0
+    max_steps: int = field(default=0, metadata=valid(0, 10**12))
     """Stop after this many optimiser steps (0: no limit)."""
     sync_bn: bool = False
     """SyncBatchNorm under DDP on CUDA."""
@@ -261,8 +349,32 @@ def _apply(cfg: Config, key: str, value: Any, from_text: bool) -> None:
         raise
 
 
+def _check_keys(cfg: Config) -> None:
+    """The checks of single keys: ranges of every section (:func:`valid` metadata; NaN/inf
+    never), the run name, ``best_metric`` among the task's metrics."""
+    from .train.folder import check_run_name
+
+    for prefix, section in (("train.", cfg.train), ("data.", cfg.data), ("model.", cfg.model)):
+        check_ranges(section, prefix)
+    t = cfg.train
+    if t.name:
+        try:
+            check_run_name(t.name)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    if t.best_metric:
+        names = get_task(cfg.task).metric_names
+        if t.best_metric not in names:
+            raise ConfigError(
+                f"train.best_metric {t.best_metric!r} is not a metric of task {cfg.task!r} "
+                f"(it reports: {', '.join(names)})"
+            )
+
+
 def _validate(cfg: Config) -> None:
-    """The ``train`` checks here, then each task section's own ``validate(cfg)``."""
+    """:func:`_check_keys`, the ``train`` checks here, then each task section's own
+    ``validate(cfg)``."""
+    _check_keys(cfg)
     t = cfg.train
     check_min(
         (
@@ -312,6 +424,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
         try:
             for k, v in raw.items():
                 _apply(cfg, str(k), v, False)
+            _check_keys(cfg)  # the file's own values (cross-key checks: after the overrides)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
     for item in overrides:

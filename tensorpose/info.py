@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .io.bvh import bundled_bvh, load_bvh
-from .io.coco import bundled_coco, load_coco_keypoints
+from .io.coco import bundled_coco, load_coco_keypoints, missing_images
 
 __all__ = ["bvh_info", "coco_info"]
 
@@ -25,15 +25,26 @@ def bvh_info(files: list[str | Path] | None = None, mapping: str | None = None) 
     return lines
 
 
-def coco_info(path: str | Path | None = None, min_keypoints: int = 1) -> list[str]:
+def coco_info(
+    path: str | Path | None = None, min_keypoints: int = 1, images: str | Path | None = None
+) -> list[str]:
     """A COCO keypoint file (default: the bundled subset): images, people kept, labelled
-    keypoints, skipped annotations by reason, then one line per bad record."""
+    keypoints, skipped annotations by reason, then one line per bad record, then the image
+    folder and the image files missing from it (``images``: the folder; default: found next to
+    the file, see :func:`tensorpose.io.coco.image_folder`)."""
     path = path or bundled_coco()
-    d = load_coco_keypoints(path, min_keypoints=min_keypoints, warn=False)
+    d = load_coco_keypoints(path, images, min_keypoints=min_keypoints, warn=False)
     vis = sum(r.num_keypoints for r in d.records)
     lines = [
         f"{path}: {len(d.images)} images, {len(d)} people kept ({vis} labelled keypoints, "
         f"K={len(d.keypoint_names)}); skipped: "
         + ", ".join(f"{k} {v}" for k, v in d.skipped.items())
     ]
-    return lines + [f"  bad record: {p}" for p in d.problems]
+    lines += [f"  bad record: {p}" for p in d.problems]
+    missing = missing_images(d)
+    people = {d.images[r.image_id]["file"] for r in d.records}
+    lines.append(
+        f"images in {d.image_root}: {len(d.images) - len(missing)} found, {len(missing)} missing"
+        f" ({sum(m in people for m in missing)} of them with kept people)"
+    )
+    return lines + [f"  missing image: {m}" for m in missing]

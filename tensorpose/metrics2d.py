@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .ops._constants import constant
+from .ops.nms import COCO_SIGMAS
 
 __all__ = [
     "COCO_SIGMAS",
@@ -27,27 +28,6 @@ __all__ = [
     "oks",
     "pck",
 ]
-
-COCO_SIGMAS = (
-    0.026,
-    0.025,
-    0.025,
-    0.035,
-    0.035,
-    0.079,
-    0.079,
-    0.072,
-    0.072,
-    0.062,
-    0.062,
-    0.107,
-    0.107,
-    0.087,
-    0.087,
-    0.089,
-    0.089,
-)
-"""Per-keypoint OKS constants of the COCO-17 keypoints (the COCO evaluation's values)."""
 
 
 def _tensor(x: object, name: str) -> None:

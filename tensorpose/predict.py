@@ -52,16 +52,14 @@ from torch import nn
 from . import skeletons
 from .centernet import IMAGENET_MEAN, IMAGENET_STD, CenterNet
 from .data.images import read_image
-from .data.multiperson import warp_images
 from .io.coco import coco_results
 from .io.openpose import LAYOUTS, write_openpose
 from .ops.affine import (
-    box_to_center_scale,
-    crop_matrix,
     invert_affine,
     transform_points,
 )
 from .ops.heatmap import decode_heatmaps
+from .ops.roi import crop_boxes
 
 __all__ = [
     "COCO_LINKS",
@@ -71,11 +69,12 @@ __all__ = [
     "FrameBatch",
     "PoseModel",
     "PredictResult",
-    "crop_people",
+    "UnsupportedCheckpointError",
     "image_ids_from_names",
     "iter_frames",
     "list_images",
     "load_detections",
+    "load_pose_model",
     "predict",
     "to_coco18",
 ]
@@ -146,6 +145,38 @@ class PoseModel:
         mean = torch.tensor(self.mean, device=images.device).view(1, 3, 1, 1) * 255
         std = torch.tensor(self.std, device=images.device).view(1, 3, 1, 1) * 255
         return ((images.float() - mean) / std).contiguous()
+
+
+class UnsupportedCheckpointError(ValueError):
+    """A checkpoint of a task that does not predict from pictures (e.g. lifting); names it."""
+
+
+def load_pose_model(checkpoint: str | Path, device: str | torch.device = "auto") -> PoseModel:
+    """A :class:`PoseModel` from a training checkpoint (:func:`tensorpose.inference.load_model`):
+    the kind is the checkpoint's task, the input geometry and decoding its config's.
+
+    Raises:
+        UnsupportedCheckpointError: a checkpoint of a task other than ``heatmap``,
+            ``deeppose`` or ``centernet`` (one line naming the file and the task).
+    """
+    from .inference import load_model
+
+    _, model, cfg, _ = load_model(checkpoint, device)
+    if cfg.task not in KINDS:
+        hint = " (2D -> 3D: use `tensorpose lift`)" if cfg.task == "lift" else ""
+        raise UnsupportedCheckpointError(
+            f"{checkpoint}: a {cfg.task!r} checkpoint cannot predict poses from images; predict "
+            f"takes {', '.join(KINDS)} checkpoints{hint}"
+        )
+    d, m = cfg.data, cfg.model
+    kw: dict = {"mean": tuple(d.mean), "std": tuple(d.std), "skeleton": m.skeleton}
+    if cfg.task == "heatmap":
+        kw["decode"] = m.decode
+    if cfg.task == "centernet":
+        kw.update(top_k=m.top_k, joint_threshold=m.joint_threshold, nms_threshold=m.nms_threshold)
+    else:
+        kw["padding"] = d.padding
+    return PoseModel(model.eval(), cfg.task, tuple(d.input_size), **kw)
 
 
 @dataclass
@@ -373,44 +404,17 @@ def load_detections(
 
 
 # ---------------------------------------------------------------------- the device work
-def crop_people(
-    images: torch.Tensor,
-    frame_index: torch.Tensor,
-    boxes: torch.Tensor,
-    input_size: tuple[int, int],
-    padding: float = 1.25,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-down crops of person boxes (the one crop call of this module).
-
-    The window rule of :class:`~tensorpose.data.images.TopDownDataset` (box widened to the crop's
-    aspect ratio, enlarged by ``padding``); :func:`~tensorpose.data.multiperson.warp_images`
-    makes the crops (one batched warp on a GPU, OpenCV per person on a CPU).
-
-    Args:
-        images: ``(B, H, W, 3)`` uint8 frames.
-        frame_index: ``(P,)`` long, the frame of each box.
-        boxes: ``(P, 4)`` ``x, y, w, h`` image pixels.
-        input_size: ``(H, W)`` of the crops.
-        padding: window enlargement.
-
-    Returns:
-        ``crops (P, 3, H, W)`` float in ``[0, 255]`` and ``matrices (P, 2, 3)`` (image -> crop).
-    """
-    H, W = input_size
-    center, scale = box_to_center_scale(boxes.float(), W / H, padding)
-    M = crop_matrix(center, scale, (H, W))
-    return warp_images(images, M, (H, W), index=frame_index), M
-
-
 def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,
              boxes: torch.Tensor, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Keypoints ``(P, K, 2)`` image pixels and scores ``(P, K)`` of the boxes' people."""
     kps, scores = [], []
     H, W = pose.input_size
     for s in range(0, boxes.shape[0], chunk):  # a loop over chunks of people (memory)
-        crops, M = crop_people(
-            images, frame_index[s : s + chunk], boxes[s : s + chunk], (H, W), pose.padding
+        b = boxes[s : s + chunk].float()
+        rois = torch.cat(
+            [frame_index[s : s + chunk, None].float(), b[:, :2], b[:, :2] + b[:, 2:]], 1
         )
+        crops, M = crop_boxes(images, rois, (H, W), pose.padding)
         out = pose.model(pose.normalize(crops)).float()
         if pose.kind == "heatmap":
             stride = (W / out.shape[-1], H / out.shape[-2])

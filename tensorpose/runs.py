@@ -13,9 +13,13 @@ from typing import Any
 from .config import Config, load_config
 from .inference import evaluate
 from .tasks import get_task
+from .train.folder import check_run_name, fresh_name
 from .train.trainer import train
 
-__all__ = ["demo", "train_and_evaluate"]
+__all__ = ["DEMO_THREADS", "demo", "train_and_evaluate"]
+
+DEMO_THREADS = 2
+"""CPU threads of ``tensorpose demo`` (fixed, so its numbers do not depend on the machine)."""
 
 
 def train_and_evaluate(
@@ -46,7 +50,12 @@ def demo(
 ) -> dict[str, Any]:
     """Train the default lifter (``configs/lift_cmu.yaml``) with ``head``, evaluate it on the
     held-out sequence, and write ``metrics.json``, ``curves.png`` and ``skeletons.png`` into
-    ``out/name`` (default name ``demo_<head>``).
+    ``out/name`` (default name ``demo_<head>``; when that folder exists, the first free
+    ``demo_<head>_2``, ``_3``..., said in the first line: an earlier demo is never touched).
+
+    The demo pins ``train.threads`` to :data:`DEMO_THREADS` (an override may change it): CPU
+    results depend on the thread count (reductions are split per thread), so the pinned count
+    gives the same numbers on every machine and under any load.
 
     Returns:
         ``config``, ``run_dir``, ``metrics`` (the evaluation), ``seconds``.
@@ -54,12 +63,18 @@ def demo(
     from .viz import plot_curves, plot_skeletons_3d
 
     t0 = time.perf_counter()
-    cfg = load_config(None, [f"model.head={head}", *overrides])
-    run_dir = Path(out) / (name or f"demo_{cfg.model.head}")
+    cfg = load_config(None, [f"model.head={head}", f"train.threads={DEMO_THREADS}", *overrides])
+    if name:
+        run_dir = Path(out) / check_run_name(name, "--name")
+    else:
+        default = f"demo_{cfg.model.head}"
+        run_dir = Path(out) / fresh_name(Path(out), default)
+        if run_dir.name != default:
+            say(f"{Path(out) / default} exists (an earlier demo): writing {run_dir} instead")
     say(
         f"tensorpose demo: training the {cfg.model.head} lifter on CMU {', '.join(cfg.data.train)}"
-        f" ({cfg.data.train_cameras} virtual cameras, {cfg.train.epochs} epochs), held out: "
-        f"{', '.join(cfg.data.val)} -> {run_dir}"
+        f" ({cfg.data.train_cameras} virtual cameras, {cfg.train.epochs} epochs, "
+        f"{cfg.train.threads} CPU threads), held out: {', '.join(cfg.data.val)} -> {run_dir}"
     )
     result = train(cfg, run_dir, progress=progress)
     m = evaluate(result["checkpoint"], device=cfg.train.device, return_predictions=True)

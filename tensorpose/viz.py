@@ -375,6 +375,8 @@ def augment_picture(
     from .data.images import TopDownDataset
     from .io.coco import bundled_coco, load_coco_keypoints
 
+    if not cv2.haveImageWriter(str(out)):
+        raise ValueError(f"{out}: unknown image extension {Path(out).suffix!r} (use .png or .jpg)")
     H, W = size
     data = load_coco_keypoints(coco or bundled_coco())
     ds = TopDownDataset(data, aspect_ratio=W / H, cache_images=True)

@@ -8,14 +8,13 @@ import torch
 
 from tensorpose.centernet import (
     CenterNet,
-    _oks_nms,
     batched_oks_nms,
     build_model,
     evaluate,
-    pairwise_oks,
 )
 from tensorpose.data.multiperson import MultiPersonDataset, collate_multiperson
 from tensorpose.metrics2d import COCO_SIGMAS, coco_keypoint_ap
+from tensorpose.ops.nms import oks_matrix, oks_nms
 
 pytest.importorskip("pycocotools")
 
@@ -104,7 +103,7 @@ def _naive_oks_nms(kpts, scores, areas, thr, sigmas=COCO_SIGMAS):
     return keep
 
 
-def test_pairwise_oks_and_nms_equal_the_greedy_loop():
+def test_oks_matrix_and_nms_equal_the_greedy_loop():
     g = np.random.default_rng(0)
     for n, thr in ((30, 0.5), (40, 0.9), (1, 0.5)):
         base = g.uniform(0, 200, (n // 3 + 1, 17, 2))
@@ -112,12 +111,12 @@ def test_pairwise_oks_and_nms_equal_the_greedy_loop():
         kp = np.concatenate([kp, g.uniform(0, 1, (n, 17, 1))], -1)
         scores = g.uniform(0, 1, n)
         areas = g.uniform(500, 5000, n)
-        o = pairwise_oks(torch.from_numpy(kp), torch.from_numpy(areas)).numpy()
+        o = oks_matrix(torch.from_numpy(kp), torch.from_numpy(areas)).numpy()
         i, j = 0, n - 1
         var = (2 * np.asarray(COCO_SIGMAS)) ** 2
         e = ((kp[i, :, :2] - kp[j, :, :2]) ** 2).sum(-1) / var / ((areas[i] + areas[j]) / 2) / 2
         assert np.isclose(o[i, j], np.exp(-e).mean())
-        got = _oks_nms(torch.from_numpy(kp), torch.from_numpy(scores), torch.from_numpy(areas), thr)
+        got = oks_nms(torch.from_numpy(kp), torch.from_numpy(scores), torch.from_numpy(areas), thr)
         assert got.tolist() == _naive_oks_nms(kp, scores, areas, thr)
 
 

@@ -230,3 +230,27 @@ def test_heatmap_model_end_to_end(images, tmp_path):
     res = predict(images, pose, tmp_path / "out", boxes=bundled_coco(), box_threshold=0,
                   progress=False)  # fmt: skip
     assert res.people == len(_gt_boxes()[0]) and res.frames_per_s > 0
+
+
+def test_crop_boxes_is_the_opencv_crop_predict_used():
+    """``ops.roi.crop_boxes`` (predict's crop) equals the per-person OpenCV warp of the
+    training window (``box_to_center_scale`` + ``crop_matrix`` + ``cv2.warpAffine``)."""
+    from tensorpose.ops.affine import box_to_center_scale, crop_matrix
+    from tensorpose.ops.roi import crop_boxes
+
+    g = np.random.default_rng(0)
+    frames = g.integers(0, 256, (2, 90, 120, 3), dtype=np.uint8)
+    frames = cv2.GaussianBlur(frames.reshape(180, 120, 3), (7, 7), 3).reshape(2, 90, 120, 3)
+    xywh = np.array([[10, 5, 40, 60], [50, 20, 30, 30], [0, 0, 120, 90]], np.float32)
+    frame = np.array([0, 1, 1])
+    rois = torch.tensor(np.c_[frame, xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], dtype=torch.float32)
+    crops, M = crop_boxes(torch.from_numpy(frames), rois, (64, 48), 1.25)
+    center, scale = box_to_center_scale(torch.from_numpy(xywh), 48 / 64, 1.25)
+    ref_m = crop_matrix(center, scale, (64, 48))
+    assert torch.allclose(M, ref_m, atol=1e-4)
+    for p in range(3):  # the reference: one OpenCV warp per person
+        ref = cv2.warpAffine(frames[frame[p]], ref_m[p].double().numpy(), (48, 64),
+                             flags=cv2.INTER_LINEAR, borderValue=0)  # fmt: skip
+        got = crops[p].permute(1, 2, 0).numpy()
+        inner = (slice(2, -2), slice(2, -2))  # borders: OpenCV and grid_sample pad differently
+        assert np.abs(got[inner] - ref[inner].astype(np.float32)).max() <= 1.5

@@ -65,7 +65,7 @@ def test_smooth_dispatches_to_the_filters():
 
 
 def test_errors_name_the_argument(tmp_path):
-    with pytest.raises(FileNotFoundError, match="input folder not found"):
+    with pytest.raises(FileNotFoundError, match="OpenPose folder not found"):
         smooth_folder(tmp_path / "missing")
     with pytest.raises(ValueError, match="no OpenPose .json files"):
         smooth_folder(tmp_path)
@@ -74,3 +74,24 @@ def test_errors_name_the_argument(tmp_path):
         smooth_folder(src, tmp_path / "a", joint="tail")
     with pytest.raises(ValueError, match=r"track must be in \[0, "):
         smooth_folder(src, tmp_path / "b", track=99)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # checked first
+
+
+def test_output_never_overwrites_the_input_or_existing_files(tmp_path):
+    import shutil
+
+    src = tmp_path / "cam"
+    shutil.copytree(bundled_tracks()[3], src)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    for out in (src, src / "smoothed", tmp_path):  # the input, inside it, containing it
+        with pytest.raises(ValueError, match="raw tracks would be overwritten"):
+            smooth_folder(src, out, joint=None)
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    with pytest.raises(ValueError, match="pass --overwrite"):
+        smooth_folder(src, out, joint=None)
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    report = smooth_folder(src, out, joint=None, overwrite=True)
+    assert report[0]["layout_reason"] and (out / "mine.txt").read_text() == "keep"

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -42,6 +41,8 @@ TINY = {
                  "data.people=4", "train.batch_size=4"],
     "heatmap": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]", "data.people=4",
                 "train.batch_size=4"],
+    "centernet": ["model.depth=10", "model.width=8", "data.input_size=[64, 64]", "data.images=2",
+                  "train.batch_size=2", "data.workers=0"],
 }  # fmt: skip
 BUILT_IN = task_names()
 
@@ -154,7 +155,9 @@ def test_resume_of_the_example_task_is_exact(linear_task, tmp_path):
 
 # ---------------------------------------------------------------------- registry
 def test_unknown_task_is_one_line_and_exit_2(capsys):
-    with pytest.raises(UnknownTaskError, match=r"unknown task 'nope'; known tasks: deeppose, "):
+    with pytest.raises(
+        UnknownTaskError, match=r"unknown task 'nope'; known tasks: centernet, deeppose, "
+    ):
         get_task("nope")
     assert main(["train", "task=nope"]) == 2
     err = capsys.readouterr().err.strip()
@@ -228,18 +231,3 @@ def test_eval_mode_restores_each_submodule():
     with eval_mode(model):
         assert not any(m.training for m in model.modules())
     assert [m.training for m in model.modules()] == [True, True, False, True]
-
-
-def test_profile_data_times_the_input_pipeline(capsys):
-    """``profile-data``: samples/s per worker count; lifting batches are made on the device, so
-    only 0 workers is timed for it."""
-    from tensorpose.train.profiler import profile_data
-
-    cfg = load_config(None, [*TINY["lift"], "train.device=cpu"])
-    rows = profile_data(cfg, [0, 1], batches=2)
-    assert [r["workers"] for r in rows] == [0] and rows[0]["samples_per_s"] > 0
-    recipe = Path(__file__).resolve().parent.parent / "configs" / "heatmap_coco.yaml"
-    args = ["profile-data", str(recipe), "data.people=4", "train.batch_size=2",
-            "train.device=cpu", "--workers", "0", "--batches", "1"]  # fmt: skip
-    assert main(args) == 0
-    assert "workers  0:" in capsys.readouterr().out

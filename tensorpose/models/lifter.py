@@ -246,7 +246,8 @@ class TemporalLifter(TemporalConvNet):
         dirs = self.directions_out(feats).transpose(1, 2).reshape(B, T_out, S, 3)
         dirs = F.normalize(dirs, dim=-1, eps=1e-6)
         lengths = F.softplus(self.lengths_out(feats.mean(-1))).reshape(B, 1, S, 1)
-        joints = compose(lengths, dirs, self.skeleton)
+        # training: no finiteness check here, a divergence surfaces as a non-finite loss
+        joints = compose(lengths, dirs, self.skeleton, check_values=not self.training)
         return {"joints": joints, "lengths": lengths, "directions": dirs}
 
     def predict(self, keypoints: torch.Tensor, flip: bool = False) -> torch.Tensor:

@@ -97,6 +97,8 @@ def compose(
     directions: torch.Tensor,
     skeleton: Skeleton,
     root: torch.Tensor | None = None,
+    *,
+    check_values: bool = True,
 ) -> torch.Tensor:
     """Bone lengths and directions to joints.
 
@@ -108,6 +110,9 @@ def compose(
         skeleton: the joint tree.
         root: ``(..., D)`` root position, broadcast against the joints' batch dims;
             ``None`` puts the root at the origin.
+        check_values: raise on NaN/inf in ``lengths``/``directions`` (a host read on CPU, a
+            device assert on CUDA). A training forward passes ``False``: a diverged model's
+            NaN then reaches the loss, where the trainer's non-finite-loss check stops the run.
 
     Returns:
         ``joints (..., J, D)``.
@@ -120,8 +125,9 @@ def compose(
     D = directions.shape[-1]
     if D not in (2, 3):
         raise ValueError(f"directions must have 2 or 3 coordinates, got D={D}")
-    check_finite("lengths", lengths)
-    check_finite("directions", directions)
+    if check_values:
+        check_finite("lengths", lengths)
+        check_finite("directions", directions)
     try:
         lead = torch.broadcast_shapes(lengths.shape[:-2], directions.shape[:-2])
     except RuntimeError:

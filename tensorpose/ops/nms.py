@@ -65,8 +65,8 @@ COCO_SIGMAS = (
     0.089,
     0.089,
 )
-"""Per-keypoint OKS constants of the COCO-17 keypoints (equal to ``metrics2d.COCO_SIGMAS``;
-``ops`` imports nothing above it, so the values live here too)."""
+"""Per-keypoint OKS constants of the COCO-17 keypoints (the COCO evaluation's values; the one
+definition, which ``metrics2d`` re-exports)."""
 
 
 # ----------------------------------------------------------------------------- checks

@@ -127,6 +127,8 @@ class Task(nn.Module):
     """The batch :meth:`prepare` returns (the first key's first dim counts the samples)."""
     best_metric: ClassVar[tuple[str, str]] = ("val_loss", "min")
     """Validation metric for ``best.pt`` and whether lower (``min``) or higher is better."""
+    metric_names: ClassVar[tuple[str, ...]] = ("val_loss", "train_loss")
+    """The history-row metrics the task reports (what ``train.best_metric`` may name)."""
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__()

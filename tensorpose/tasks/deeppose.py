@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import losses, skeletons
-from ..config import Config, ConfigError, check_min, choices
+from ..config import Config, ConfigError, check_min, choices, valid
 from ..models.deeppose import deeppose, denormalize_coords, normalize_coords
 from .base import Field
 from .topdown import TopDownTask
@@ -29,9 +29,9 @@ class DeepPoseModelConfig:
     """DeepPose regressor (AlexNet of the articles or the small ResNet), masked MSE loss."""
 
     backbone: str = field(default="alexnet", metadata=choices("alexnet", "resnet10", "resnet18"))
-    fc_width: int = 4096
-    dropout: float = 0.5
-    width: int = 64
+    fc_width: int = field(default=4096, metadata=valid(1, 65_536))
+    dropout: float = field(default=0.5, metadata=valid(0, 1, "right-open"))
+    width: int = field(default=64, metadata=valid(1, 4096))
     """ResNet stem channels."""
     skeleton: str = "coco17"
     explicit_backward: bool = False

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .. import losses, skeletons
-from ..config import Config, ConfigError, choices
+from ..config import Config, ConfigError, choices, valid
 from ..models.heads import heatmap_pose_net
 from ..ops.heatmap import decode_heatmaps, gaussian_heatmaps
 from .base import Field
@@ -33,9 +33,10 @@ class HeatmapModelConfig:
     """SimpleBaseline heatmap network on the small ResNet, weighted heatmap MSE loss."""
 
     depth: int = 18
-    width: int = 64
+    """ResNet depth: 10 or 18."""
+    width: int = field(default=64, metadata=valid(1, 4096))
     skeleton: str = "coco17"
-    sigma: float = 2.0
+    sigma: float = field(default=2.0, metadata=valid(0, 100, "left-open"))
     """Gaussian target sigma in heatmap pixels (stride 4)."""
     decode: str = field(default="quarter", metadata=choices("quarter", "subpixel"))
 

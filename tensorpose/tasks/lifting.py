@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import torch
 
 from .. import losses, metrics, skeletons
-from ..config import Config, ConfigError, check_min, choices
+from ..config import Config, ConfigError, check_min, choices, valid
 from ..data.mocap import CameraSpec, LiftingSet, load_lifting_split
 from ..models.lifter import TemporalLifter, filter_widths_for
 from ..ops.kinematics import decompose
@@ -39,18 +39,21 @@ class LiftDataConfig:
     """BVH joint-name mapping (``cmu_3dsmax``, ``cmu_motionbuilder``); empty: detect."""
     up_axis: str = field(default="y", metadata=choices("y", "z"))
     """Up axis of world-coordinate npz data (BVH is Y up)."""
-    fps: float = 30.0
+    fps: float = field(default=30.0, metadata=valid(0, 1000, "left-open"))
     """Frame rate after subsampling BVH files (120 fps CMU -> every 4th frame)."""
-    train_cameras: int = 32
-    val_cameras: int = 4
-    seed: int = 0
+    train_cameras: int = field(default=32, metadata=valid(1, 10_000))
+    val_cameras: int = field(default=4, metadata=valid(1, 10_000))
+    seed: int = field(default=0, metadata=valid(0, 2**31 - 1))
     """Seed of the virtual cameras (fixed per sequence-camera pair)."""
-    width: int = 1000
-    height: int = 1000
-    focal: float = 1145.0
-    elevation_deg: list[float] = field(default_factory=lambda: [-10.0, 30.0])
-    distance_m: list[float] = field(default_factory=lambda: [3.0, 6.0])
-    flip: float = 0.5
+    width: int = field(default=1000, metadata=valid(1, 100_000))
+    height: int = field(default=1000, metadata=valid(1, 100_000))
+    focal: float = field(default=1145.0, metadata=valid(0, 1e6, "left-open"))
+    """Focal length of the virtual cameras in pixels."""
+    elevation_deg: list[float] = field(
+        default_factory=lambda: [-10.0, 30.0], metadata=valid(-89, 89)
+    )
+    distance_m: list[float] = field(default_factory=lambda: [3.0, 6.0], metadata=valid(0.5, 1000))
+    flip: float = field(default=0.5, metadata=valid(0, 1))
     """Probability of a left/right flip per training sample."""
 
     def validate(self, cfg: Config) -> None:
@@ -84,13 +87,13 @@ class LiftModelConfig:
     """The lifter and its loss (stored in checkpoints; ``eval`` rebuilds the model from it)."""
 
     head: str = field(default="kinematic", metadata=choices("kinematic", "direct"))
-    receptive_field: int = 27
-    channels: int = 256
-    dropout: float = 0.25
+    receptive_field: int = field(default=27, metadata=valid(1, 10_000))
+    channels: int = field(default=256, metadata=valid(1, 65_536))
+    dropout: float = field(default=0.25, metadata=valid(0, 1, "right-open"))
     skeleton: str = "h36m17"
-    bone_weight: float = 1.0
+    bone_weight: float = field(default=1.0, metadata=valid(0, 1e6))
     """Kinematic head: weight of the bone-length loss."""
-    direction_weight: float = 0.1
+    direction_weight: float = field(default=0.1, metadata=valid(0, 1e6))
     """Kinematic head: weight of the bone-direction loss."""
 
     def validate(self, cfg: Config) -> None:
@@ -148,6 +151,10 @@ class LiftingTask(Task):
         "target": Field(("B", 1, "J", 3), torch.float32),  # root-relative, camera, metres
     }
     best_metric = ("val_mpjpe_mm", "min")
+    metric_names = (
+        "val_mpjpe_mm", "val_p_mpjpe_mm", "val_n_mpjpe_mm", "val_mpjve_mm", "val_bone_std_mm",
+        "val_loss", "train_loss", "train_mpjpe_mm", "train_bone_loss", "train_direction_loss",
+    )  # fmt: skip
 
     def __init__(self, model: TemporalLifter, cfg: Config) -> None:
         super().__init__(model, cfg)

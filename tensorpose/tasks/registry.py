@@ -21,6 +21,7 @@ TASKS: dict[str, str | type] = {
     "lift": "tensorpose.tasks.lifting:LiftingTask",
     "deeppose": "tensorpose.tasks.deeppose:DeepPoseTask",
     "heatmap": "tensorpose.tasks.heatmap:HeatmapTask",
+    "centernet": "tensorpose.tasks.centernet:CenterNetTask",
 }
 """Task name -> ``"module:Class"`` (imported on first use) or the class itself."""
 

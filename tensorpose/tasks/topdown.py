@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from .. import metrics2d, skeletons
 from ..augment_config import AugmentConfig, AugmentRanges
-from ..config import Config, ConfigError, check_min, choices
+from ..config import Config, ConfigError, check_min, choices, valid
 from ..data.loaders import EpochLoader, IdentifiedSamples, seed_worker
 from ..io.coco import bundled_coco, coco_results, load_coco_keypoints
 from ..ops.affine import invert_affine, transform_points
@@ -43,22 +43,29 @@ class ImageDataConfig(AugmentRanges):
     """COCO person-keypoint JSON for training; empty: the bundled 16-image subset."""
     val_annotations: str = ""
     """Evaluation JSON; empty: the training file (the honest check on the tiny subset)."""
-    people: int = 0
+    images: str = ""
+    """Image folder of the annotation files; empty: found next to them (``<json folder>/images``,
+    or COCO's own layout: ``annotations/person_keypoints_val2017.json`` beside ``val2017/``)."""
+    people: int = field(default=0, metadata=valid(0, 10**9))
     """Use only the first N people (0: all)."""
-    min_keypoints: int = 1
-    input_size: list[int] = field(default_factory=lambda: [256, 192])
+    min_keypoints: int = field(default=1, metadata=valid(0, 1000))
+    input_size: list[int] = field(default_factory=lambda: [256, 192], metadata=valid(16, 8192))
     """Crop ``[H, W]``."""
-    padding: float = 1.25
+    padding: float = field(default=1.25, metadata=valid(0, 10, "left-open"))
     backend: str = field(default="auto", metadata=choices("auto", "cpu", "device"))
     """Augmentation backend: ``cpu`` (OpenCV in DataLoader workers), ``device`` (batched on the
     device after the copy), ``auto`` (device on CUDA, cpu otherwise)."""
-    workers: int = 0
+    workers: int = field(default=0, metadata=valid(0, 256))
     pin_memory: bool = True
     cache_images: bool = True
     on_error: str = field(default="skip", metadata=choices("skip", "raise"))
     """Unreadable image: ``skip`` (dropped from its batch and logged) or ``raise`` (stop)."""
-    mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
-    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
+    mean: list[float] = field(
+        default_factory=lambda: [0.485, 0.456, 0.406], metadata=valid(-1000, 1000)
+    )
+    std: list[float] = field(
+        default_factory=lambda: [0.229, 0.224, 0.225], metadata=valid(0, 1000, "left-open")
+    )
 
     def validate(self, cfg: Config) -> None:
         if len(self.input_size) != 2 or min(self.input_size) < 16:
@@ -96,6 +103,8 @@ class TopDownTask(Task):
         "index": Field(("B",), torch.int64),  # dataset index of each person
     }
     best_metric = ("val_pck", "max")
+    metric_names = ("val_pck", "val_pck50", "val_auc", "val_epe_px", "val_oks", "val_AP",
+                    "val_AP50", "val_AR", "val_loss", "train_loss")  # fmt: skip
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__(model, cfg)
@@ -117,7 +126,8 @@ class TopDownTask(Task):
 
         d = self.cfg.data
         path = Path(annotations) if annotations else bundled_coco()
-        coco = load_coco_keypoints(path, min_keypoints=d.min_keypoints, warn=False)
+        coco = load_coco_keypoints(path, d.images or None, min_keypoints=d.min_keypoints,
+                                   warn=False)  # fmt: skip
         if len(coco.keypoint_names) != self.skeleton.num_joints:
             raise ValueError(
                 f"{path}: K={len(coco.keypoint_names)} keypoints but model.skeleton "

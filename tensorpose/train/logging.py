@@ -54,6 +54,11 @@ class RunLog:
     def summary(self, summary: dict) -> Path:
         path = self.dir / "summary.json"
         path.write_text(json.dumps(summary, indent=1, default=str))
+        self.close()
+        return path
+
+    def close(self) -> None:
+        """Close the TensorBoard writer (idempotent)."""
         if self.tb is not None:
             self.tb.close()
-        return path
+            self.tb = None

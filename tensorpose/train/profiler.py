@@ -9,8 +9,8 @@ intervals), ``data`` stays a host timer, and every phase is an NVTX range for Ns
 :class:`DevicePrefetcher` copies the next batch to the GPU with ``non_blocking`` on a side
 stream while the current step runs (pinned memory makes the copy asynchronous); on a CPU it
 passes batches through. :func:`trace_profiler` writes a torch.profiler Chrome trace of a few
-scheduled steps (``tensorpose train --profile``). :func:`profile_data` times a task's input
-pipeline alone (``tensorpose profile-data``).
+scheduled steps (``tensorpose train --profile``).
+The input pipeline alone is diagnosed by :mod:`tensorpose.diagnose` (``tensorpose profile-data``).
 """
 
 from __future__ import annotations
@@ -22,15 +22,10 @@ from pathlib import Path
 
 import torch
 
-from ..config import Config
-from ..tasks import build_task
-from .distributed import resolve_device
-
 __all__ = [
     "PHASES",
     "DevicePrefetcher",
     "StepProfiler",
-    "profile_data",
     "to_device",
     "trace_profiler",
     "verdict",
@@ -230,38 +225,3 @@ def trace_profiler(run_dir: str | Path, device: torch.device, wait: int = 2, war
         on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
         record_shapes=False,
     )
-
-
-def profile_data(cfg: Config, workers: list[int], batches: int = 10) -> list[dict]:
-    """Samples/s of the input pipeline alone (loader and on-device preparation, no model) for
-    each number of DataLoader workers, on the configured device. Tasks without a
-    ``data.workers`` setting (batches assembled on the device) are timed once, at 0 workers."""
-    device = resolve_device(cfg.train.device)
-    rows = []
-    for w in workers:
-        if hasattr(cfg.data, "workers"):
-            cfg.data.workers = w
-        elif w:
-            continue
-        task = build_task(cfg).to(device)
-        task.setup(device)
-        if hasattr(task.train_batches, "set_epoch"):
-            task.train_batches.set_epoch(0)
-        prof = StepProfiler(device)
-        it = iter(DevicePrefetcher(task.train_batches, device, prof))
-        n, t0 = 0, None
-        for i in range(batches + 1):  # the first batch starts the workers: not timed
-            batch = next(it, None)
-            if batch is None:
-                it = iter(DevicePrefetcher(task.train_batches, device, prof))
-                batch = next(it)
-            batch = task.prepare(batch)
-            if i == 0:
-                t0 = time.perf_counter()
-            else:
-                n += task.count(batch)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        rate = n / max(time.perf_counter() - t0, 1e-9)
-        rows.append({"workers": w, "samples_per_s": rate, "per_worker": rate / max(w, 1)})
-    return rows

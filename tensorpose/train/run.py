@@ -14,7 +14,9 @@ from ..config import Config, ConfigError, config_to_dict, save_config
 from ..tasks import Task, build_task, get_task, unwrap
 from ..utils import seed_everything
 from .checkpoint import (
+    RESUME_KEYS,
     CheckpointError,
+    clean_temp_files,
     freeze,
     load_checkpoint,
     load_weights,
@@ -24,6 +26,8 @@ from .checkpoint import (
     set_rng_state,
 )
 from .distributed import init_distributed, wrap_ddp
+from .folder import RunFolderError, RunLock, check_run_name
+from .interrupt import SignalCatcher
 from .logging import RunLog
 from .optim import build_optimizer, build_scheduler
 from .profiler import StepProfiler, trace_profiler
@@ -67,6 +71,13 @@ class Run:
     stopped: str | None = None
     val: dict = field(default_factory=dict)
     t_train: float = 0.0
+    lock: RunLock | None = None
+    skipped: set[str] = field(default_factory=set)
+    """Unreadable inputs already reported (each is reported once per run)."""
+    signals: SignalCatcher | None = None
+    position: dict | None = None
+    """Where a mid-epoch checkpoint stopped: ``epoch``, ``batch`` (batches done),
+    ``epoch_rng`` (the task generator at the epoch start), ``meter`` (the epoch's sums)."""
 
     @property
     def main(self) -> bool:
@@ -79,15 +90,17 @@ class Run:
     def out_of_steps(self) -> bool:
         return bool(self.cfg.train.max_steps and self.step >= self.cfg.train.max_steps)
 
-    def save(self, path: Path, epoch: int) -> Path:
-        """A checkpoint with the full training state after ``epoch`` completed epochs."""
+    def save(self, path: Path, epoch: int, position: dict | None = None) -> Path:
+        """A checkpoint with the full training state after ``epoch`` completed epochs (and,
+        mid-epoch, ``position``: see :attr:`position`)."""
+        extra_state = {"position": position} if position is not None else {}
         return save_checkpoint(
             path, unwrap(self.task.model), config_to_dict(self.cfg), self.task.extra(),
             epoch=epoch, step=self.step, optimizer=self.opt.state_dict(),
             scheduler=self.sched.state_dict(),
             scaler=self.scaler.state_dict() if self.scaler.is_enabled() else None,
             rng=rng_state(self.task.generator), history=self.history, best=self.best,
-            first_loss=self.first_loss,
+            first_loss=self.first_loss, **extra_state,
         )  # fmt: skip
 
 
@@ -104,10 +117,27 @@ def setup(cfg: Config, run_dir: str | Path | None, resume: bool, profile: bool) 
     if tc.amp != "none" and device.type != "cuda":
         raise ConfigError(f"train.amp={tc.amp} needs a CUDA device (running on {device})")
     default_name = get_task(cfg.task).run_name(cfg)
-    run_dir = Path(run_dir) if run_dir is not None else Path(tc.out_dir) / (tc.name or default_name)
+    if run_dir is None:
+        run_dir = Path(tc.out_dir) / check_run_name(tc.name or default_name)
+    run_dir = Path(run_dir)
+    lock = open_run_folder(run_dir, resume) if rank == 0 else None
+    try:
+        return _setup(cfg, run_dir, resume, profile, rank, world, device, lock, t_start)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+            if not resume:  # a fresh run that never started leaves no folder behind
+                (run_dir / "config.yaml").unlink(missing_ok=True)
+                if not any(run_dir.iterdir()):
+                    run_dir.rmdir()
+        raise
+
+
+def _setup(cfg: Config, run_dir: Path, resume: bool, profile: bool, rank: int, world: int,
+           device: torch.device, lock: RunLock | None, t_start: float) -> Run:  # fmt: skip
+    tc = cfg.train
     payload = load_resume_state(cfg, run_dir / "checkpoint.pt") if resume else None
     if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
     if tc.threads > 0:
         torch.set_num_threads(tc.threads)
@@ -119,14 +149,12 @@ def setup(cfg: Config, run_dir: str | Path | None, resume: bool, profile: bool) 
     scaler = torch.amp.GradScaler("cuda", enabled=tc.amp == "fp16")
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.amp)
     run = Run(cfg, task, device, rank, world, run_dir, opt, sched, scaler, amp_dtype, frozen,
-              t_start)  # fmt: skip
+              t_start, lock=lock)  # fmt: skip
     if payload is not None:
         restore_state(run, payload)
-    if tc.best_metric:
-        higher = "pck" in tc.best_metric or "AP" in tc.best_metric
-        run.metric, run.mode = tc.best_metric, "max" if higher else "min"
-    else:
-        run.metric, run.mode = task.best_metric
+        if run.main:
+            repair_after_crash(run, payload)
+    run.metric, run.mode = best_metric(cfg, task)
     if run.main:
         run.log = RunLog(run_dir, tc.tensorboard, append=resume)
         run.pictures = task.write_pictures(run_dir) if not resume else []
@@ -135,6 +163,75 @@ def setup(cfg: Config, run_dir: str | Path | None, resume: bool, profile: bool) 
     if run.tracer is not None:
         run.tracer.start()
     return run
+
+
+def open_run_folder(run_dir: Path, resume: bool) -> RunLock:
+    """Create (fresh run) or open (``resume``) ``run_dir`` and take its lock; remove the
+    temporary files of interrupted checkpoint writes.
+
+    Raises:
+        RunFolderError: a fresh run into a folder that already holds files (the message names
+            ``--resume`` and ``train.name``); a folder locked by a running process.
+    """
+    if resume:
+        if not run_dir.is_dir():
+            raise FileNotFoundError(f"{run_dir / 'checkpoint.pt'}: no such run folder to resume")
+    else:
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise RunFolderError(
+                f"run folder {run_dir} already exists and is not empty: continue that run with "
+                f"`tensorpose train --resume {run_dir}`, or choose another train.name (or "
+                "train.out_dir); nothing was changed"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir).acquire()
+    clean_temp_files(run_dir)
+    return lock
+
+
+def best_metric(cfg: Config, task: Task) -> tuple[str, str]:
+    """The metric that selects ``best.pt`` and ``"min"``/``"max"``: ``train.best_metric``
+    (checked against the task's reported metrics when the config is built) or the task's."""
+    name = cfg.train.best_metric
+    if not name:
+        return task.best_metric
+    higher = "pck" in name or "AP" in name
+    return name, "max" if higher else "min"
+
+
+def repair_after_crash(run: Run, payload: dict) -> None:
+    """Make the run folder agree with the checkpoint (the source of truth) after a kill:
+    ``best.pt`` rewritten when its record differs and the checkpoint holds those weights,
+    ``steps.csv``/``history.csv``/``history.json`` cut back to the checkpoint's step/epoch."""
+    import csv
+    import json
+
+    best_path = run.run_dir / "best.pt"
+    best = dict(payload.get("best") or {})
+    if best and best.get("epoch") == payload["epoch"] and payload.get("position") is None:
+        stored = None
+        if best_path.is_file():
+            try:
+                stored = load_checkpoint(best_path).get("best")
+            except (CheckpointError, OSError):
+                stored = None
+        if stored != best:
+            run.save(best_path, payload["epoch"])
+            print(f"{best_path}: rewritten from checkpoint.pt (best epoch {best['epoch']})")
+    for name, key, limit in (("steps.csv", "step", run.step), ("history.csv", "epoch", run.epoch)):
+        path = run.run_dir / name
+        if not path.is_file():
+            continue
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        keep = [r for r in rows if r.get(key, "").isdigit() and int(r[key]) <= limit]
+        if len(keep) != len(rows):
+            fields = list(rows[0]) if rows else []
+            with path.open("w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=fields)
+                w.writeheader()
+                w.writerows(keep)
+    (run.run_dir / "history.json").write_text(json.dumps(run.history, indent=1))
 
 
 def build_training_task(cfg: Config, device: torch.device, rank: int,
@@ -146,7 +243,7 @@ def build_training_task(cfg: Config, device: torch.device, rank: int,
     task = build_task(cfg).to(device)
     if tc.init_from:
         missing, unexpected = load_weights(
-            task.model, load_checkpoint(tc.init_from)["model"], False
+            task.model, load_checkpoint(tc.init_from, require=("model",))["model"], False
         )
         if rank == 0:
             print(f"init from {tc.init_from}: missing {missing}, unexpected {unexpected}")
@@ -165,9 +262,9 @@ def build_training_task(cfg: Config, device: torch.device, rank: int,
 def load_resume_state(cfg: Config, path: Path) -> dict:
     """The checkpoint to resume from, checked: full training state, and the same config as
     ``cfg`` except for the ``train`` keys in :data:`RESUMABLE`."""
-    payload = load_checkpoint(path)
-    if payload.get("format") != 2 or "optimizer" not in payload:
-        raise CheckpointError(f"{path}: holds weights only, no training state to resume")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no checkpoint to resume from")
+    payload = load_checkpoint(path, require=RESUME_KEYS)
     stored, now = payload["config"], config_to_dict(cfg)
     diffs = []
     if stored.get("task") != now["task"]:
@@ -196,6 +293,7 @@ def restore_state(run: Run, payload: dict) -> None:
     run.epoch, run.step = payload["epoch"], payload["step"]
     run.history, run.best = list(payload.get("history", [])), dict(payload.get("best", {}))
     run.first_loss = payload.get("first_loss")
+    run.position = payload.get("position")
     set_rng_state(payload["rng"], run.task.generator)
     if run.rank:  # python/numpy/torch streams differ per rank, as in a fresh run
         seed_everything(run.cfg.train.seed + run.rank + 1_000_003 * run.epoch)

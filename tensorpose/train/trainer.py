@@ -35,6 +35,7 @@ from ..tasks import unwrap
 from ..utils import RunningMean
 from .checkpoint import export_safetensors
 from .distributed import barrier, reduce_mean
+from .interrupt import Interrupted, SignalCatcher
 from .profiler import DevicePrefetcher
 from .run import Run, setup
 
@@ -72,14 +73,22 @@ def train(
         TrainingStopped: non-finite loss or failing data (the message names the checkpoint).
     """
     run = setup(cfg, run_dir, resume, profile)
-    for epoch in range(run.epoch, cfg.train.epochs):
-        if run.out_of_steps():
-            break
-        row = train_epoch(run, epoch, progress)
-        if row is None:  # stopped
-            break
-        end_epoch(run, epoch, row, progress)
-    return finish(run, progress)
+    try:
+        with SignalCatcher() as signals:
+            run.signals = signals
+            for epoch in range(run.epoch, cfg.train.epochs):
+                if run.out_of_steps():
+                    break
+                row = train_epoch(run, epoch, progress)
+                if row is None:  # stopped
+                    break
+                end_epoch(run, epoch, row, progress)
+            return finish(run, progress)
+    finally:
+        if run.log is not None:
+            run.log.close()
+        if run.lock is not None:
+            run.lock.release()
 
 
 def train_epoch(run: Run, epoch: int, progress: bool) -> dict | None:
@@ -93,13 +102,22 @@ def train_epoch(run: Run, epoch: int, progress: bool) -> dict | None:
         task.train_batches.set_epoch(epoch)
     steps = len(task.train_batches)
     meter = EpochMeter()
-    bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{tc.epochs}",
+    start, epoch_rng = 0, None
+    if task.generator is not None:
+        epoch_rng = task.generator.get_state()
+    pos, run.position = run.position, None
+    if pos is not None and pos["epoch"] == epoch:  # resuming mid-epoch: replay the order
+        start, epoch_rng = int(pos["batch"]), pos["epoch_rng"]
+        meter.restore(pos["meter"], run.device)
+    bar = tqdm(total=steps, initial=start, desc=f"epoch {epoch + 1}/{tc.epochs}",
                disable=not (progress and run.main), leave=False)  # fmt: skip
-    batches = iter(DevicePrefetcher(task.train_batches, run.device, run.prof))
-    for i in range(steps):
+    batches = iter(DevicePrefetcher(epoch_batches(run, start, epoch_rng), run.device, run.prof))
+    for i in range(start, steps):
         batch = next_batch(run, batches, epoch, i)
         out, n = train_step(run, batch)
         meter.update(out, n)
+        if run.signals is not None:
+            run.signals.after_step(run.step)
         last = i + 1 == steps or run.out_of_steps()
         if run.step % tc.log_every == 0 or last or run.step == 1:  # the only host reads
             run.prof.flush()
@@ -115,6 +133,9 @@ def train_epoch(run: Run, epoch: int, progress: bool) -> dict | None:
             if not math.isfinite(loss):
                 run.stopped = f"loss is {loss} at epoch {epoch + 1}, step {run.step}"
                 break
+        if run.signals is not None and run.signals.signum is not None:
+            bar.close()
+            interrupt(run, epoch, i + 1, epoch_rng, meter)
         if last:
             break
     bar.close()
@@ -129,6 +150,51 @@ def train_epoch(run: Run, epoch: int, progress: bool) -> dict | None:
     row["samples_per_s"] = run.world * meter.seen / max(time.perf_counter() - meter.t0, 1e-9)
     row["lr"] = run.opt.param_groups[0]["lr"]
     return row
+
+
+def epoch_batches(run: Run, start: int, epoch_rng: torch.Tensor | None):
+    """This epoch's batches from batch ``start`` on. Resuming mid-epoch, the task generator is
+    set back to its state at the epoch start so the same order is drawn, the first ``start``
+    batches are skipped (``skip(n)`` of the batches when they have one, else read and
+    dropped), and then the generator continues from where the interrupted run stopped."""
+    source = run.task.train_batches
+    if start == 0:
+        return source
+    gen = run.task.generator
+    now = gen.get_state() if gen is not None else None
+    if gen is not None and epoch_rng is not None:
+        gen.set_state(epoch_rng)
+    if hasattr(source, "skip"):
+        it = source.skip(start)
+    else:
+        it = iter(source)
+        for _ in range(start):
+            next(it)
+    if gen is not None:
+        gen.set_state(now)
+    return it
+
+
+def interrupt(run: Run, epoch: int, done: int, epoch_rng: torch.Tensor | None,
+              meter: EpochMeter) -> None:  # fmt: skip
+    """Write the mid-epoch checkpoint (``done`` batches of ``epoch`` trained) and raise
+    :class:`~tensorpose.train.interrupt.Interrupted` with the way to resume."""
+    import signal
+
+    signum = run.signals.signum
+    if run.main:
+        position = {"epoch": epoch, "batch": done, "meter": meter.state()}
+        if epoch_rng is not None:
+            position["epoch_rng"] = epoch_rng
+        run.save(run.ckpt_path, epoch, position)
+    barrier(run.world)
+    name = signal.Signals(signum).name
+    raise Interrupted(
+        f"{name} received: stopped after step {run.step} (epoch {epoch + 1}, batch {done}); "
+        f"state saved to {run.ckpt_path}; continue with `tensorpose train --resume "
+        f"{run.run_dir}`",
+        signum,
+    )
 
 
 def next_batch(run: Run, batches, epoch: int, i: int) -> Any:
@@ -147,11 +213,19 @@ def next_batch(run: Run, batches, epoch: int, i: int) -> Any:
         ) from e
     errors = batch.get("errors") if isinstance(batch, dict) else None
     if errors and run.main:
-        from tqdm import tqdm
+        new = []
+        for m in errors:  # "sample i (annotation a): <file>: <reason>": once per file
+            what = m.split("): ", 1)[-1]
+            if what not in run.skipped:
+                run.skipped.add(what)
+                new.append(what)
+        if new:
+            from tqdm import tqdm
 
-        tqdm.write(f"skipped samples: {'; '.join(errors)}")
-        with (run.run_dir / "errors.log").open("a") as f:
-            f.write("".join(f"epoch {epoch + 1}: {m}\n" for m in errors))
+            for what in new:
+                tqdm.write(f"skipped (dropped from training, data.on_error=skip): {what}")
+            with (run.run_dir / "errors.log").open("a") as f:
+                f.write("".join(f"epoch {epoch + 1}: skipped {what}\n" for what in new))
     return batch
 
 
@@ -199,6 +273,29 @@ class EpochMeter:
         for k, v in out.items():
             if k != "pred" and torch.is_tensor(v) and v.dim() == 0:
                 self.sums.setdefault(k, RunningMean()).update(v, n)
+
+    def state(self) -> dict:
+        """The sums so far (tensors on the CPU, counts as floats) for a mid-epoch checkpoint."""
+
+        def one(m: RunningMean) -> dict:
+            total = m.total.detach().cpu() if torch.is_tensor(m.total) else torch.tensor(m.total)
+            count = float(m.count) if not torch.is_tensor(m.count) else float(m.count.item())
+            return {"total": total, "count": count}
+
+        return {"seen": self.seen, "interval": one(self.interval),
+                "sums": {k: one(m) for k, m in self.sums.items()}}  # fmt: skip
+
+    def restore(self, state: dict, device: torch.device) -> None:
+        """Continue from :meth:`state`."""
+
+        def one(d: dict) -> RunningMean:
+            m = RunningMean()
+            m.total, m.count = d["total"].to(device), d["count"]
+            return m
+
+        self.seen = self.seen_log = int(state["seen"])
+        self.interval = one(state["interval"])
+        self.sums = {k: one(v) for k, v in state["sums"].items()}
 
     def read_interval(self, world: int, device: torch.device) -> tuple[float, float]:
         """The mean loss since the last read (over ranks) and the samples/s (all ranks)."""

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.metrics2d import COCO_SIGMAS as METRIC_SIGMAS
 from tensorpose.ops import nms as nms_module
 from tensorpose.ops.nms import (
     COCO_SIGMAS,
@@ -205,10 +204,6 @@ def test_batched_nms_by_hand():
     neg = torch.tensor([[-10.0, -10, -1, -1], [-10, -10, -1, -1], [-9, -9, -1, -1]])
     keep = batched_nms(neg, torch.tensor([0.9, 0.8, 0.7]), torch.tensor([0, 1, 1]), 0.5)
     assert keep.tolist() == [0, 1]
-
-
-def test_oks_sigmas_match_metrics():
-    assert COCO_SIGMAS == METRIC_SIGMAS
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -233,7 +233,9 @@ def test_skipped_samples_are_logged(tmp_path):
     cfg = load_config(None, [*TINY_2D, f"data.annotations={ann}", "data.people=8"])
     with pytest.warns(UserWarning, match="skipped"):
         out = train(cfg, tmp_path / "run", progress=False)
-    assert "cannot decode" in (tmp_path / "run" / "errors.log").read_text()
+    log = (tmp_path / "run" / "errors.log").read_text().splitlines()
+    bad = json.loads(ann.read_text())["images"][0]["file_name"]  # what coco_copy corrupted
+    assert len(log) == 1 and "cannot decode" in log[0] and bad in log[0]  # once per file
     assert (tmp_path / "run" / "augment.png").exists()
     assert {"pck", "epe_px", "oks"} <= set(out["val"])
 

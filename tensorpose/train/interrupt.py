@@ -1,0 +1,66 @@
+"""Ctrl-C and SIGTERM during training: the current step finishes, a resumable mid-epoch
+checkpoint is written and :class:`Interrupted` says how to resume (exit 130 for SIGINT, 143
+for SIGTERM). A second signal while the checkpoint is being written stops at once.
+
+Tests send the signal at a fixed step through the environment variable
+:data:`SIGNAL_AFTER_STEP_ENV` (``INT:3`` or ``TERM:3``: after optimiser step 3 the process
+signals itself), so the interrupted step is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+
+__all__ = ["SIGNAL_AFTER_STEP_ENV", "Interrupted", "SignalCatcher"]
+
+SIGNAL_AFTER_STEP_ENV = "TENSORPOSE_SIGNAL_AFTER_STEP"
+"""Test hook: ``INT:k`` / ``TERM:k`` sends that signal to this process after step ``k``."""
+
+
+class Interrupted(Exception):
+    """Training stopped by a signal after a checkpoint was written; the message says how to
+    resume. ``exit_code`` is 128 + the signal number (130 SIGINT, 143 SIGTERM)."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + int(signum)
+
+
+class SignalCatcher:
+    """While active (a context manager, main thread only), SIGINT and SIGTERM set
+    :attr:`signum` instead of raising; the loop checks it after each step (a Python attribute:
+    no device synchronisation). A second signal restores the default behaviour."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict[int, object] = {}
+        hook = os.environ.get(SIGNAL_AFTER_STEP_ENV, "")
+        name, _, step = hook.partition(":")
+        self._hook = (getattr(signal, f"SIG{name}"), int(step)) if hook else None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:  # second signal: give up waiting for the step
+            self.__exit__()
+            signal.raise_signal(signum)
+            return
+        self.signum = signum
+
+    def __enter__(self) -> SignalCatcher:
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old = {}
+
+    def after_step(self, step: int) -> None:
+        """The test hook (see :data:`SIGNAL_AFTER_STEP_ENV`)."""
+        if self._hook is not None and step == self._hook[1]:
+            os.kill(os.getpid(), self._hook[0])
