@@ -119,9 +119,43 @@ def _eval(args: argparse.Namespace) -> int:
 
     model_config = config_to_dict(load_config(args.config))["model"] if args.config else None
     options = {"bvh": args.bvh, "mapping": args.mapping, "annotations": args.coco}
-    m = evaluate(args.checkpoint, args.device, model_config,
+    m = evaluate(args.checkpoint, args.device, model_config, flip=args.flip,
                  **{k: v for k, v in options.items() if v is not None})  # fmt: skip
-    _print_evaluation(m, f"evaluation of {args.checkpoint}", args.json)
+    flip = " (test-time flip averaged)" if args.flip else ""
+    _print_evaluation(m, f"evaluation of {args.checkpoint}{flip}", args.json)
+    return 0
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WxH (e.g. 1920x1080), got {text!r}") from None
+    return w, h
+
+
+def _lift(args: argparse.Namespace) -> int:
+    from .lift import lift
+
+    r = lift(args.input, args.checkpoint, args.out, layout=args.layout, person=args.person,
+             fps=args.fps, calib=args.calib, camera=args.camera, size=args.size,
+             video=args.video, flip=args.flip, min_confidence=args.min_confidence,
+             overwrite=args.overwrite, device=args.device, vp3d_joints=args.vp3d_joints,
+             progress=not args.quiet)  # fmt: skip
+    tracks = ", ".join(map(str, r["tracks"]))
+    size = "x".join(map(str, r["size"])) if r["size"] else "none"
+    print(f"{r['input']} ({r['kind']}): {r['frames']} frames, layout {r['layout']} "
+          f"({r['layout_reason']})")  # fmt: skip
+    print(f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})")
+    print(f"  bridged {r['bridged_joints']} joint-frames in {r['bridged_frames']} frames "
+          f"(confidence < {r['min_confidence']} or missing; {r['absent_frames']} frames with no "
+          "joint), by linear interpolation in time")  # fmt: skip
+    fps = f"{r['fps']:g} fps" + ("" if r["fps_given"] else " (default; pass --fps)")
+    print(f"  model {r['model']}, {r['normalization']} normalisation, size {size}, {fps}"
+          + (", test-time flip" if r["flip"] else ""))  # fmt: skip
+    print(f"wrote {len(r['files'])} files to {r['out_dir']} ({r['seconds']:.1f} s):")
+    for f in r["files"]:
+        print(f"  {f}")
     return 0
 
 
@@ -202,6 +236,51 @@ def _demo(args: argparse.Namespace) -> int:
     _print_evaluation(out["metrics"], f"held-out evaluation ({head} head)")
     print(f"wall time {out['seconds']:.0f} s; run folder {out['run_dir']}: config.yaml, "
           "checkpoint.pt, metrics.json, history.json, curves.png, skeletons.png")  # fmt: skip
+    return 0
+
+
+def _triangulate(args: argparse.Namespace) -> int:
+    from .multiview import triangulate_folder
+
+    out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
+    r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
+                           max_reprojection_px=args.max_reprojection_px, layout=args.layout,
+                           fps=args.fps, overwrite=args.overwrite)  # fmt: skip
+    print(f"{args.tracks_dir}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
+          f"{r['fps']:g} fps, calibration {r['calibration']}")  # fmt: skip
+    for cam, folder in zip(r["cameras"], r["folders"], strict=True):
+        print(f"  camera {cam}: {folder}")
+    med, p90 = r["median_reprojection_px"], r["p90_reprojection_px"]
+    errors = f"{med:.2f} px median, {p90:.2f} px p90" if med is not None else "none valid"
+    print(f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
+          f"{r['mean_cameras_used'] or 0:.2f} cameras per joint")  # fmt: skip
+    for path in r["outputs"].values():
+        print(f"  wrote {path}")
+    return 0
+
+
+def _eval_wild(args: argparse.Namespace) -> int:
+    from .lift import eval_wild
+
+    r = eval_wild(args.tracks_dir, args.calib, args.checkpoint, flip=args.flip,
+                  min_confidence=args.min_confidence, layout=args.layout,
+                  device=args.device)  # fmt: skip
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    flip = ", test-time flip" if r["flip"] else ""
+    print(f"monocular lift vs triangulation, {r['frames']} frames, 12 limb joints, mid-hip "
+          f"root ({r['model']}{flip}); triangulation valid "
+          f"{r['triangulated_valid_fraction']:.1%}")  # fmt: skip
+    print(f"  {'camera':<12s} {'MPJPE':>9s} {'P-MPJPE':>9s} {'frames':>7s}")
+    for c in r["cameras"]:
+        if "error" in c:
+            print(f"  {c['camera']:<12s} not lifted: {c['error']}")
+        else:
+            print(f"  {c['camera']:<12s} {c['mpjpe_mm']:6.1f} mm {c['p_mpjpe_mm']:6.1f} mm "
+                  f"{c['frames']:7d}")  # fmt: skip
+    m = r["mean"]
+    print(f"  {'mean':<12s} {m['mpjpe_mm']:6.1f} mm {m['p_mpjpe_mm']:6.1f} mm")
     return 0
 
 
@@ -381,7 +460,41 @@ def add_eval(sub) -> None:
     p.add_argument("--config", default=None, help="fail unless its model section matches")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--flip", action="store_true",
+                   help="lifting: average with the mirrored input's prediction")  # fmt: skip
     p.set_defaults(func=_eval)
+
+
+def add_lift(sub) -> None:
+    p = sub.add_parser(
+        "lift",
+        help="2D keypoints of a recording (OpenPose folder, COCO results, npz) -> 3D files",
+        description="Lift one person's 2D keypoints to root-relative 3D joints (camera frame, "
+        "metres) and write <name>_3d.npz, <name>.trc (OpenSim, Y up), <name>.csv, a PNG of "
+        "skeletons and, with --video, an MP4. Joints below --min-confidence or missing are "
+        "bridged by linear interpolation in time. Nothing is written unless all inputs are "
+        "valid; existing outputs are refused without --overwrite.",
+    )
+    p.add_argument("input", help="OpenPose JSON folder, COCO results .json, or .npz")
+    p.add_argument("--checkpoint", default=None,
+                   help="lifting checkpoint.pt or VideoPose3D .bin (default: bundled)")  # fmt: skip
+    p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
+    p.add_argument("--person", type=int, default=None, help="track (default: the longest)")
+    p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
+    p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
+    p.add_argument("--camera", default=None, help="camera name in --calib")
+    p.add_argument("--size", type=_size, default=None, metavar="WxH", help="image size")
+    p.add_argument("--video", default=None, help="the recording: write an MP4 overlay")
+    p.add_argument("--flip", action="store_true", help="test-time flip averaging")
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--out", default=None, help="output folder (default ./lift_<name>)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
+    p.add_argument("--vp3d-joints", choices=("coco17", "h36m17"), default=None,
+                   help="VideoPose3D input joints (default: coco17 if the file name says "
+                   "coco/detectron)")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_lift)
 
 
 def add_demo(sub) -> None:
@@ -396,8 +509,43 @@ def add_demo(sub) -> None:
     p.set_defaults(func=_demo)
 
 
+def add_triangulate(sub) -> None:
+    p = sub.add_parser(
+        "triangulate",
+        help="multi-camera OpenPose folders + calibration -> 3D joints (TRC, NPZ)",
+        description="Triangulate one folder of OpenPose JSON per camera with a Qualisys "
+        ".qca.txt or Pose2Sim .toml calibration (folders matched to cameras by name).",
+    )
+    p.add_argument("tracks_dir", help="folder with one OpenPose JSON folder per camera")
+    p.add_argument("--calib", required=True, help="calibration (.qca.txt or .toml)")
+    p.add_argument("--out", default=None, help="output folder (default ./triangulated_<name>)")
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--max-reprojection-px", type=float, default=15.0)
+    p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
+    p.add_argument("--fps", type=float, default=None, help="frame rate (bundled trial: 60)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.set_defaults(func=_triangulate)
+
+
+def add_eval_wild(sub) -> None:
+    p = sub.add_parser(
+        "eval-wild",
+        help="monocular lift of each camera vs the multi-view triangulation (limb joints)",
+    )
+    p.add_argument("tracks_dir", help="folder with one OpenPose JSON folder per camera")
+    p.add_argument("--calib", required=True, help="calibration (.qca.txt or .toml)")
+    p.add_argument("--checkpoint", default=None, help="lifter (default: bundled)")
+    p.add_argument("--flip", action="store_true", help="test-time flip averaging")
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_eval_wild)
+
+
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
-            add_profile_data, add_eval, add_demo, add_predict, add_export)  # fmt: skip
+            add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
+            add_triangulate, add_eval_wild)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

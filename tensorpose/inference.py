@@ -67,6 +67,7 @@ def evaluate(
     device: str | torch.device = "auto",
     model_config: dict | None = None,
     return_predictions: bool = False,
+    flip: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint of any task on the data of :meth:`Task.eval_data`.
@@ -76,6 +77,8 @@ def evaluate(
             2D: ``annotations``); default: the run's validation data.
         return_predictions: add ``predictions`` (:meth:`Task.predict`) and the evaluated
             ``data``.
+        flip: test-time flip averaging, for tasks whose ``evaluate``/``predict`` take
+            ``flip`` (lifting); ``flip`` is then reported as evaluated.
 
     Returns:
         ``task`` (its name), the metrics of :meth:`Task.evaluate` and what they cover
@@ -92,9 +95,16 @@ def evaluate(
         raise ValueError(
             f"task {cfg.task!r} takes the evaluation options {known or 'none'}, got {unknown}"
         )
+    kw = {}
+    if flip:
+        if "flip" not in inspect.signature(task.evaluate).parameters:
+            raise ValueError(f"task {cfg.task!r} has no test-time flip evaluation")
+        kw["flip"] = True
     data = task.eval_data(dev, **options)
-    out: dict[str, Any] = {"task": cfg.task, **task.evaluate(data), **task.eval_info(data)}
+    out: dict[str, Any] = {"task": cfg.task, **task.evaluate(data, **kw), **task.eval_info(data)}
+    if flip:
+        out["flip"] = True
     if return_predictions:
-        out["predictions"] = task.predict(data)
+        out["predictions"] = task.predict(data, **kw)
         out["data"] = data
     return out

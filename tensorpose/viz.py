@@ -274,7 +274,7 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> P
 
 
 def plot_skeletons_3d(
-    gt: torch.Tensor,
+    gt: torch.Tensor | None,
     pred: torch.Tensor,
     skeleton: Skeleton,
     path: str | Path,
@@ -291,13 +291,16 @@ def plot_skeletons_3d(
     optical axis, 0 from the subject's side).
 
     Args:
-        gt, pred: ``(F, J, 3)`` root-relative camera coordinates (metres).
+        gt, pred: ``(F, J, 3)`` root-relative camera coordinates (metres); ``gt=None``: the
+            prediction alone, one panel per frame and view.
         labels: per-frame captions (e.g. frame number and error).
     """
     plt = _pyplot()
-    gt = gt.detach().cpu().double()
     pred = pred.detach().cpu().double()
+    alone = gt is None
+    gt = pred if alone else gt.detach().cpu().double()
     F = gt.shape[0]
+    cols = 1 if alone else 2
     colours = _bone_colours(skeleton)
 
     # camera (x right, y down, z forward) -> plot (X = x, Y = z depth, Z = -y up)
@@ -308,12 +311,16 @@ def plot_skeletons_3d(
     both = torch.cat([g, p])  # (2F, J, 3)
     centre = (both.amax((0, 1)) + both.amin((0, 1))) / 2
     half = float((both.amax((0, 1)) - both.amin((0, 1))).max()) / 2 * 1.05
-    fig = plt.figure(figsize=(2.3 * 2 * F, 2.6 * len(views)))
+    fig = plt.figure(figsize=(2.3 * cols * F, 2.6 * len(views)))
     for r, (elev, azim, vname) in enumerate(views):
         for f in range(F):
             panels = ((g[f], "ground truth", None), (p[f], "prediction", g[f]))
+            if alone:
+                panels = ((p[f], "prediction", None),)
             for k, (pose, name, ghost) in enumerate(panels):
-                ax = fig.add_subplot(len(views), 2 * F, r * 2 * F + 2 * f + k + 1, projection="3d")
+                ax = fig.add_subplot(
+                    len(views), cols * F, r * cols * F + cols * f + k + 1, projection="3d"
+                )
                 if ghost is not None:
                     for a, b_ in skeleton.bones:
                         seg = ghost[[a, b_]]

@@ -250,14 +250,28 @@ class TemporalLifter(TemporalConvNet):
         joints = compose(lengths, dirs, self.skeleton, check_values=not self.training)
         return {"joints": joints, "lengths": lengths, "directions": dirs}
 
-    def predict(self, keypoints: torch.Tensor) -> torch.Tensor:
+    def predict(self, keypoints: torch.Tensor, flip: bool = False) -> torch.Tensor:
         """Dense prediction for every frame of ``keypoints (B, T, J, 2)`` -> ``(B, T, J, 3)``.
 
         Edges are padded by repeating the first and last frames (``receptive_field // 2`` each
         side), so any ``T >= 1`` works, including sequences shorter than the receptive field.
         For the kinematic head the bone lengths are pooled over the whole sequence.
+
+        With ``flip=True`` (test-time flip augmentation, as VideoPose3D's evaluation) the
+        mirrored input (normalised ``x`` negated, left/right joints swapped by the skeleton's
+        ``flip_index``) is lifted in the same batch, its prediction mirrored back (camera ``X``
+        negated, joints swapped) and averaged with the plain one.
         """
-        return self(self.edge_pad(keypoints))["joints"]
+        x = self.edge_pad(keypoints)
+        if not flip:
+            return self(x)["joints"]
+        idx = self.skeleton.tensor("flip_index", x.device)
+        mirror_in = x.new_ones(self.in_features)
+        mirror_in[0] = -1
+        B = x.shape[0]
+        both = self(torch.cat([x, x.index_select(2, idx) * mirror_in]))["joints"]
+        back = both[B:].index_select(2, idx) * both.new_tensor([-1.0, 1.0, 1.0])
+        return (both[:B] + back) / 2
 
 
 class VideoPose3DLifter(TemporalConvNet):

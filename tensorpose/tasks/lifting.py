@@ -244,25 +244,29 @@ class LiftingTask(Task):
 
     # -- evaluation
     @torch.no_grad()
-    def predict(self, data: LiftingSet | None = None) -> list[dict[str, torch.Tensor]]:
+    def predict(
+        self, data: LiftingSet | None = None, flip: bool = False
+    ) -> list[dict[str, torch.Tensor]]:
         """Dense predictions for every clip of ``data`` (default: the validation set), in eval
         mode: one batched forward per group of clips of equal length (the cameras of one
         sequence). Each entry: ``pred``, ``target (T, J, 3)``, ``valid (T,)``,
-        ``keypoints (T, J, 2)`` and the clip index."""
+        ``keypoints (T, J, 2)`` and the clip index. ``flip``: test-time flip averaging (the
+        mean of the plain and the mirrored input's prediction, see
+        :meth:`~tensorpose.models.lifter.TemporalLifter.predict`)."""
         data = self.val_set if data is None else data
         results = []
         with eval_mode(unwrap(self.model)) as model:
             for group in data.clip_groups():  # a loop over sequences, not samples
                 arrays = [data.clip_arrays(i) for i in group]
-                pred = model.predict(torch.stack([a["keypoints"] for a in arrays]))
+                pred = model.predict(torch.stack([a["keypoints"] for a in arrays]), flip=flip)
                 for k, (i, a) in enumerate(zip(group, arrays, strict=True)):
                     results.append({"clip": i, "pred": pred[k], **a})
         return results
 
     @torch.no_grad()
-    def evaluate(self, data: LiftingSet | None = None) -> dict[str, float]:
+    def evaluate(self, data: LiftingSet | None = None, flip: bool = False) -> dict[str, float]:
         """Metrics over all valid frames of all clips of ``data`` (default: the validation set),
-        in millimetres.
+        in millimetres; ``flip``: of the test-time flip averaged predictions.
 
         Returns ``mpjpe_mm``, ``p_mpjpe_mm``, ``n_mpjpe_mm``, ``mpjve_mm`` (per frame at the
         data's frame rate), ``bone_std_mm`` (per-bone std of predicted lengths over each clip,
@@ -273,7 +277,7 @@ class LiftingTask(Task):
         data = self.val_set if data is None else data
         sums = dict.fromkeys(("mpjpe", "p_mpjpe", "n_mpjpe", "loss", "mean_pose"), 0.0)
         vel_sum, vel_n, std_sum, frames = 0.0, 0, 0.0, 0
-        for r in self.predict(data):  # per clip: a handful of sequences x cameras
+        for r in self.predict(data, flip):  # per clip: a handful of sequences x cameras
             pred, target, valid = r["pred"], r["target"], r["valid"]
             n = int(valid.sum())
             p, t = pred[valid], target[valid]

@@ -1,0 +1,89 @@
+"""``tensorpose triangulate`` and ``eval-wild`` on the bundled four-camera recording, and their
+bad inputs (one error line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from tensorpose.cli import main
+from tensorpose.config import config_to_dict, load_config
+from tensorpose.io.openpose import bundled_tracks
+from tensorpose.tasks.lifting import LiftingTask
+from tensorpose.train.checkpoint import save_checkpoint
+
+multiview = pytest.importorskip("tensorpose.multiview")
+calibration = pytest.importorskip("tensorpose.io.calibration")
+
+TRACKS = bundled_tracks()[0].parent
+CALIB = TRACKS / "Calib.qca.txt"
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    cfg = load_config(None, ["model.channels=16", "model.receptive_field=9"])
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("ck") / "tiny.pt"
+    save_checkpoint(path, LiftingTask.build_model(cfg), config_to_dict(cfg))
+    return path
+
+
+def _error(capsys, argv, *needles):
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    for n in needles:
+        assert n in err, err
+
+
+def test_triangulate_command(tmp_path, capsys):
+    out = tmp_path / "tri"
+    assert main(["triangulate", str(TRACKS), "--calib", str(CALIB), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for cam in ("cam_01", "cam_02", "cam_03", "cam_04"):
+        assert f"camera {cam}:" in text
+    files = sorted(p.name for p in out.iterdir())
+    assert any(n.endswith(".trc") for n in files) and any(n.endswith(".npz") for n in files)
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    _error(capsys, ["triangulate", str(TRACKS), "--calib", str(CALIB), "--out", str(out)],
+           "overwrite")  # fmt: skip
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_triangulate_bad_calibration(ckpt, tmp_path, capsys):
+    cal = calibration.load_calibration(CALIB)
+    three = tmp_path / "three.toml"
+    calibration.write_toml(cal.select(cal.names[:3]), three)
+    out = tmp_path / "o"
+    _error(capsys, ["triangulate", str(TRACKS), "--calib", str(three), "--out", str(out)],
+           "3 cameras", "4 track folders")  # fmt: skip
+    renamed = tmp_path / "renamed.toml"
+    calibration.write_toml(replace(cal, names=[f"side{i}" for i in range(4)]), renamed)
+    _error(capsys, ["triangulate", str(TRACKS), "--calib", str(renamed), "--out", str(out)],
+           "do not match")  # fmt: skip
+    _error(capsys, ["eval-wild", str(TRACKS), "--calib", str(renamed), "--checkpoint", str(ckpt)],
+           "do not match")  # fmt: skip
+    assert not out.exists()
+
+
+def test_eval_wild(ckpt, tmp_path, capsys):
+    tracks = tmp_path / "t"
+    shutil.copytree(TRACKS, tracks)
+    argv = ["eval-wild", str(tracks), "--calib", str(tracks / CALIB.name),
+            "--checkpoint", str(ckpt), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    r = json.loads(capsys.readouterr().out)
+    rows = r["cameras"]
+    assert [c["camera"] for c in rows] == ["cam_01", "cam_02", "cam_03", "cam_04"]
+    assert all(c["frames"] > 50 and c["mpjpe_mm"] >= c["p_mpjpe_mm"] > 0 for c in rows)
+    assert r["mean"]["mpjpe_mm"] == pytest.approx(np.mean([c["mpjpe_mm"] for c in rows]))
+    assert sorted(p.name for p in tracks.iterdir()) == sorted(p.name for p in TRACKS.iterdir())
+    assert main([*argv[:-1], "--flip"]) == 0
+    text = capsys.readouterr().out
+    assert "test-time flip" in text and "mean" in text
