@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from ._checks import check_last_dims, check_tensor
-from .camera import _dist5, _project_broadcast, undistort_points
+from .camera import _dist5, _project_uvz, undistort_points
 
 __all__ = [
     "PeopleTriangulation",
@@ -408,8 +408,9 @@ def reprojection_errors(
     """Pixel distance between ``points (..., 3)`` projected into every camera (with lens
     distortion) and the observed ``pixels (..., C, 2)``; ``inf`` where the point is not in front
     of the camera. Returns ``(..., C)``."""
-    uv, z = _project_broadcast(points.unsqueeze(-2), K, _dist5("dist", dist), R, t)
-    err = torch.linalg.vector_norm(uv - pixels, dim=-1)
+    u, v, z = _project_uvz(points.unsqueeze(-2), K, _dist5("dist", dist), R, t)
+    ou, ov = pixels.unbind(-1)
+    err = (u - ou).hypot_(v - ov)
     return torch.where(z > 0, err, float("inf"))
 
 
@@ -732,10 +733,15 @@ def triangulate_people(
             grid = [torch.arange(n, device=dev) for n in both_seen.shape]
             rows = torch.stack(torch.meshgrid(*grid, indexing="ij"), -1).reshape(-1, 4)
         fr, p, q, j = rows.unbind(-1)
-        Ns.append(Nd[a][fr, p, j] + Nd[b][fr, q, j])
-        obs.append(torch.stack([xy[a][fr, p, j], xy[b][fr, q, j]], -2))
+        ia = (fr * P_a + p) * J + j  # flat (frame, slot, joint) rows of camera a and b
+        ib = (fr * P_b + q) * J + j
+        Ns.append(Nd[a].reshape(-1, 16).index_select(0, ia) +
+                  Nd[b].reshape(-1, 16).index_select(0, ib))  # fmt: skip
+        obs.append(torch.stack([xy[a].reshape(-1, 2).index_select(0, ia),
+                                xy[b].reshape(-1, 2).index_select(0, ib)], -2))  # fmt: skip
         bins.append(offset + (fr * P_a + p) * P_b + q)  # the (frame, p, q) of every row
-        valid.append(both_seen[fr, p, q, j])
+        if not compact:  # the compacted rows all see the joint in both views
+            valid.append(both_seen.reshape(-1))
         shapes.append((T_, P_a, P_b))
         offset += T_ * P_a * P_b
     X, ok = _solve(torch.cat(Ns))
@@ -746,7 +752,7 @@ def triangulate_people(
         for (a, b), Xk, ok_obs in zip(pairs, X.split(sizes), obs, strict=True)
     ])  # (n, 2)  # fmt: skip
     # Per (pair, frame, p, q): sums over the joints both see, as one scatter-add each.
-    valid, bins = torch.cat(valid) & ok, torch.cat(bins)
+    valid, bins = (torch.cat(valid) & ok if valid else ok), torch.cat(bins)
     e_sum = torch.zeros(offset, dtype=dtype, device=dev)
     e_sum.index_add_(0, bins, torch.where(valid, err.mean(-1), 0.0))
     n_sum = torch.zeros(offset, dtype=torch.long, device=dev).index_add_(0, bins, valid.long())
