@@ -706,7 +706,12 @@ def triangulate_people(
         packed[c, : counts[c]] = k.reshape(-1, 3).to(device=dev, dtype=dtype)
     pxy, conf = packed[..., :2], packed[..., 2]
     pseen = torch.isfinite(pxy).all(-1) & (conf >= min_confidence) & (conf > 0)
-    norm = undistort_points(pxy, K, dist)  # (C, L, 2)
+    cidx = torch.arange(C, device=dev).view(C, 1).expand(C, L)
+
+    def undistort(px: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor]:
+        return (undistort_points(px.unsqueeze(-2), K[c], dist[c]).squeeze(-2),)
+
+    (norm,) = _on_rows(pseen, undistort, [pxy, cidx], [0.0])  # (C, L, 2), seen points only
     pf = _dlt_features(norm, torch.where(pseen, conf, 0.0))  # (C, L, 4)
     pN = pf @ basis  # (C, L, 16)
     xy, seen, fd, Nd = [], [], [], []
