@@ -370,13 +370,17 @@ def undistort_points(
     x, y = x0, y0
     frozen = torch.zeros_like(x0, dtype=torch.bool)
     for _ in range(iterations):  # fixed-point iterations (OpenCV's scheme), not a data loop
-        r2 = x * x + y * y
-        icdist = 1 / (1 + ((k3 * r2 + k2) * r2 + k1) * r2)
+        r2 = torch.mul(x, x).addcmul_(y, y)
+        icdist = ((k3 * r2 + k2) * r2 + k1).mul_(r2).add_(1).reciprocal_()
+        # Once frozen a point keeps (x0, y0) (applied at the end; later values are unused).
         frozen = frozen | (icdist < 0)
-        dx = 2 * p1 * x * y + p2 * (r2 + 2 * x * x)
-        dy = p1 * (r2 + 2 * y * y) + 2 * p2 * x * y
-        x = torch.where(frozen, x0, (x0 - dx) * icdist)
-        y = torch.where(frozen, y0, (y0 - dy) * icdist)
+        xy2 = 2 * x * y
+        dx = torch.addcmul(r2, x, x, value=2).mul_(p2).addcmul_(p1, xy2)
+        dy = torch.addcmul(r2, y, y, value=2).mul_(p1).addcmul_(p2, xy2)
+        x = (x0 - dx).mul_(icdist)
+        y = (y0 - dy).mul_(icdist)
+    x = torch.where(frozen, x0, x)
+    y = torch.where(frozen, y0, y)
     if not pixel:
         return torch.stack([x, y], -1)
     u = K[..., 0, 0] * x + K[..., 0, 1] * y + K[..., 0, 2]
