@@ -164,6 +164,9 @@ returns 0: the smallest eigenvalue is (numerically) repeated."""
 _ALL = [(i, j) for i in range(4) for j in range(i, 4)]
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
 
+COMPACT_ON_CPU = True
+"""On CPU, work only on the rows that need it (see :func:`_on_rows`); same values."""
+
 FAST_STEPS = 3
 """Laguerre steps taken for every matrix on CPU before only the ones still moving go on."""
 
@@ -215,7 +218,7 @@ def _eigvec_soa(n: list[list[torch.Tensor]]) -> list[torch.Tensor]:
     free = ~at_root
     lam = (c0 / (c1 + at_root)) * free  # one Newton step from 0 (stays below the root)
     coeffs = (c0, c1, c2, c3)
-    if c0.device.type == "cpu" and not torch.compiler.is_compiling() and c0.numel() > 0:
+    if _compact(c0.device) and c0.numel() > 0:
         # CPU: a few steps for every matrix, then only for those still moving (compacted
         # with nonzero, free on CPU). Elsewhere: the fixed steps, no host synchronisation.
         lam, step = _laguerre(lam, free, coeffs, FAST_STEPS)
@@ -449,6 +452,12 @@ def _check_drop(drop: str, min_cameras: int) -> None:
         raise ValueError(f"min_cameras must be >= 2, got {min_cameras}")
 
 
+def _compact(device: torch.device) -> bool:
+    """Whether to compact rows with ``nonzero`` (CPU, eager): free there, a host
+    synchronisation elsewhere. ``COMPACT_ON_CPU = False`` runs the fixed-shape path on CPU."""
+    return device.type == "cpu" and COMPACT_ON_CPU and not torch.compiler.is_compiling()
+
+
 def _on_rows(mask: torch.Tensor, fn, inputs: list[torch.Tensor], fills: list) -> tuple:
     """``fn(*rows) -> outputs`` for the rows where ``mask (...)`` holds; ``fills`` elsewhere.
 
@@ -457,7 +466,7 @@ def _on_rows(mask: torch.Tensor, fn, inputs: list[torch.Tensor], fills: list) ->
     computed at fixed shapes and then masked, without a host synchronisation.
     """
     shape = mask.shape
-    if mask.device.type != "cpu" or torch.compiler.is_compiling():
+    if not _compact(mask.device):
         outs = fn(*inputs)
         return tuple(
             torch.where(mask.view(*shape, *[1] * (o.dim() - len(shape))), o, fill)
@@ -504,10 +513,13 @@ def _robust(
     def solve(used: torch.Tensor):
         return _on_rows(used.sum(-1) >= 2, full, [normal(used), pixels, used], [nan, False, nan])
 
-    def leave_one_out(N: torch.Tensor, own: torch.Tensor, px: torch.Tensor, use: torch.Tensor):
+    def leave_one_out(fr: torch.Tensor, px: torch.Tensor, use: torch.Tensor):
         """The camera without which the others agree best (lowest mean reprojection error),
         and the point, its success and its errors without that camera."""
         rest = use.unsqueeze(-2) & others  # (rows, C_left_out, C)
+        fu = fr * use.unsqueeze(-1)
+        own = torch.einsum("...ck,ckm->...cm", fu, basis)  # each camera's share of N
+        N = fu.flatten(-2) @ flat_basis
         Xo, oko = _solve(N.unsqueeze(-2) - own)
         oko = oko & (rest.sum(-1) >= 2)
         Xo = torch.where(oko.unsqueeze(-1), Xo, nan)
@@ -515,12 +527,12 @@ def _robust(
         score = torch.where(rest, eo.nan_to_num(nan=float("inf")), 0.0).sum(-1)
         score = score / rest.sum(-1).clamp_min(1)
         worst = torch.where(use & oko, score, float("inf")).argmin(-1)  # first of equals
-        pick = worst.view(-1, 1, 1)
+        pick = worst[..., None, None]
         return (
             worst,
-            Xo.gather(-2, pick.expand(-1, 1, 3)).squeeze(-2),
+            Xo.gather(-2, pick.expand(*worst.shape, 1, 3)).squeeze(-2),
             oko.gather(-1, worst.unsqueeze(-1)).squeeze(-1),
-            eo.gather(-2, pick.expand(-1, 1, C)).squeeze(-2),
+            eo.gather(-2, pick.expand(*worst.shape, 1, C)).squeeze(-2),
         )
 
     X, ok, err = solve(used)
@@ -531,9 +543,7 @@ def _robust(
         worst_err, worst = ranked.max(-1)
         drop_now = ok & (worst_err > max_error_px) & (used.sum(-1) > min_cameras)
         if drop == "leave_one_out":  # the solutions without the dropped camera come along
-            own = torch.einsum("...ck,ckm->...cm", f * used.unsqueeze(-1), basis)
-            worst, Xn, okn, errn = _on_rows(drop_now, leave_one_out,
-                                            [normal(used), own, pixels, used],
+            worst, Xn, okn, errn = _on_rows(drop_now, leave_one_out, [f, pixels, used],
                                             [0, nan, False, nan])  # fmt: skip
         hit = (torch.arange(C, device=used.device) == worst.unsqueeze(-1)) & drop_now.unsqueeze(-1)
         used = used & ~hit
@@ -726,7 +736,7 @@ def triangulate_people(
     #    On CPU only the (frame, p, q, joint) rows where both detections see the joint are
     #    gathered (nonzero is free there); elsewhere every row, masked afterwards.
     pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
-    compact = dev.type == "cpu" and not torch.compiler.is_compiling()
+    compact = _compact(dev)
     Ns, obs, bins, valid, shapes = [], [], [], [], []
     offset = 0
     for a, b in pairs:  # a loop over camera pairs, gathering their detection pairs
