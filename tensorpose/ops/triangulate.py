@@ -688,8 +688,28 @@ def triangulate_people(
 
     Returns:
         :class:`PeopleTriangulation` with ``points (T, J, 3)``, ``errors (T, J, C)``, ...,
-        ``person (T, C)``.
+        ``person (T, C)``. Not differentiable (the association is discrete): it runs under
+        ``torch.inference_mode`` (less per-op overhead) and returns ordinary tensors.
     """
+    with torch.inference_mode():
+        res = _triangulate_people(keypoints, K, dist, R, t, min_confidence, max_error_px,
+                                  association_px, min_common_joints, min_cameras, drop)  # fmt: skip
+    return PeopleTriangulation(**{k: v.clone() for k, v in vars(res).items()})
+
+
+def _triangulate_people(
+    keypoints: torch.Tensor | list[torch.Tensor],
+    K: torch.Tensor,
+    dist: torch.Tensor,
+    R: torch.Tensor,
+    t: torch.Tensor,
+    min_confidence: float = 0.3,
+    max_error_px: float = 15.0,
+    association_px: float = 20.0,
+    min_common_joints: int = 3,
+    min_cameras: int = 2,
+    drop: str = "leave_one_out",
+) -> PeopleTriangulation:
     cams = _per_camera(keypoints)
     C = len(cams)
     if C < 2:
