@@ -359,11 +359,17 @@ def _solve(N: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Ten
     """Homogeneous solution of flattened normal matrices ``(..., 16)`` -> points
     ``(..., 3)``, ok."""
     batch = N.shape[:-1]
-    v = _eigvec_soa(_soa_sym(N.unflatten(-1, (4, 4))))
+    X, ok = _solve_upper(N.reshape(-1, 16)[:, _UPPER].T.contiguous(), eps)
+    return X.reshape(*batch, 3), ok.reshape(batch)
+
+
+def _solve_upper(u: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_solve` on the upper triangles laid out as ``(10, B)`` (row-major order)."""
+    e = dict(zip(_UPPER, u, strict=True))
+    v = _eigvec_soa([[e[4 * min(i, j) + max(i, j)] for j in range(4)] for i in range(4)])
     ok = v[3].abs() > eps
     iw = 1 / torch.where(ok, v[3], torch.nan)  # NaN where not solvable
-    X = torch.stack([v[0] * iw, v[1] * iw, v[2] * iw], -1)
-    return X.reshape(*batch, 3), ok.reshape(batch)
+    return torch.stack([v[0] * iw, v[1] * iw, v[2] * iw], -1), ok
 
 
 def weighted_dlt(
@@ -744,13 +750,13 @@ def _triangulate_people(
     (norm,) = _on_rows(pseen, undistort, [pxy, cidx], [0.0])  # (C, L, 2), seen points only
     pf = _dlt_features(norm, torch.where(pseen, conf, 0.0))  # (C, L, 4)
     pN = pf @ basis  # (C, L, 16)
-    xy, seen, fd, Nd = [], [], [], []
+    pU = pN[..., _UPPER].transpose(1, 2).contiguous()  # (C, 10, L) upper triangles
+    xy, seen, fd = [], [], []
     for c, k in enumerate(cams):  # unpack to (T, P_c, J, ...) per camera
         shape, n = k.shape[:-1], counts[c]
         xy.append(pxy[c, :n].reshape(*shape, 2))
         seen.append(pseen[c, :n].reshape(shape))
         fd.append(pf[c, :n].reshape(*shape, 4))
-        Nd.append(pN[c, :n].reshape(*shape, 16))
 
     # 1. Two-view costs of every detection pair of every camera pair, solved in one batch.
     #    On CPU only the (frame, p, q, joint) rows where both detections see the joint are
@@ -770,8 +776,7 @@ def _triangulate_people(
         fr, p, q, j = rows.unbind(-1)
         ia = (fr * P_a + p) * J + j  # flat (frame, slot, joint) rows of camera a and b
         ib = (fr * P_b + q) * J + j
-        Ns.append(Nd[a].reshape(-1, 16).index_select(0, ia) +
-                  Nd[b].reshape(-1, 16).index_select(0, ib))  # fmt: skip
+        Ns.append(pU[a].index_select(1, ia) + pU[b].index_select(1, ib))  # (10, rows)
         obs.append(torch.stack([xy[a].reshape(-1, 2).index_select(0, ia),
                                 xy[b].reshape(-1, 2).index_select(0, ib)], -2))  # fmt: skip
         bins.append(offset + (fr * P_a + p) * P_b + q)  # the (frame, p, q) of every row
@@ -779,7 +784,7 @@ def _triangulate_people(
             valid.append(both_seen.reshape(-1))
         shapes.append((T_, P_a, P_b))
         offset += T_ * P_a * P_b
-    X, ok = _solve(torch.cat(Ns))
+    X, ok = _solve_upper(torch.cat(Ns, 1))
     sizes = [len(b) for b in bins]
     # Reprojection errors in the pair's two cameras (rows are grouped by pair).
     err = torch.cat([
