@@ -11,15 +11,23 @@ Cameras follow :mod:`tensorpose.ops.camera` (OpenCV): ``K (C, 3, 3)``, ``dist (C
    once by :func:`smallest_eigenvector` (closed form: Laguerre's method on the characteristic
    polynomial from 0, then the adjugate of ``A^T A - lambda I``; equal to
    ``torch.linalg.eigh``'s and much faster on CPU for batches of 4 x 4 matrices).
-3. :func:`triangulate_points`: while the camera with the largest reprojection error (pixels,
-   through the lens distortion) is above ``max_error_px`` and more than ``min_cameras`` cameras
-   remain, drop it and triangulate again; every point at once, with masks.
-4. :func:`triangulate_people`: cross-view association of the person seen by the most cameras
-   (every detection of every camera is a reference in turn; each is triangulated with every
-   detection of every other camera, two views at a time, and each other camera contributes
-   its detection of lowest mean reprojection error if below ``association_px``); each
-   candidate is triangulated with step 3 and the one keeping the most (joint, camera)
-   observations wins, ties broken by the lower mean error.
+3. :func:`triangulate_points`: while the largest reprojection error of a point (pixels,
+   through the lens distortion) is above ``max_error_px`` and more than ``min_cameras``
+   cameras remain, drop one camera and triangulate again; every point at once, with masks.
+   ``drop="leave_one_out"`` (default) drops the camera without which the others agree best
+   (lowest mean reprojection error): robust to an outlying camera that pulls the DLT point
+   towards itself so that another camera shows the largest error. ``drop="largest_error"``
+   drops the camera of largest error.
+4. :func:`triangulate_people`: cross-view association. Every detection of every camera is a
+   reference; it is triangulated joint by joint with every detection of every other camera
+   (two views at a time, all frames at once); each other camera joins with its detection of
+   lowest mean two-view reprojection error if below ``association_px``. The candidate with
+   the most supporting (joint, camera) observations wins the frame and is triangulated with
+   step 3.
+
+On CPU the work is restricted to the rows that need it (``nonzero``, free there); on other
+devices every row runs at fixed shapes without host synchronisation. Both give the same
+values (tested).
 
 Points behind a camera get an infinite reprojection error in that camera (dropped first).
 """
@@ -502,16 +510,20 @@ def _robust(
 ) -> Triangulation:
     """Camera dropping on DLT features ``f (..., C, 4)`` (see :func:`_dlt_features`)."""
     C = used.shape[-1]
-    basis = _dlt_basis(R, t)  # (C, 4, 16)
-    flat_basis = basis.flatten(0, 1)  # (C * 4, 16)
+    basis = _dlt_basis(R, t)[..., _UPPER]  # (C, 4, 10): upper triangles only
+    flat_basis = basis.flatten(0, 1)  # (C * 4, 10)
     nan = float("nan")
     others = ~torch.eye(C, dtype=torch.bool, device=used.device)
 
     def normal(used: torch.Tensor) -> torch.Tensor:
-        return (f * used.unsqueeze(-1)).flatten(-2) @ flat_basis  # (..., 16)
+        return (f * used.unsqueeze(-1)).flatten(-2) @ flat_basis  # (..., 10)
+
+    def solve10(N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        X, ok = _solve_upper(N.reshape(-1, 10).T.contiguous())
+        return X.reshape(*N.shape[:-1], 3), ok.reshape(N.shape[:-1])
 
     def full(N: torch.Tensor, px: torch.Tensor, use: torch.Tensor):
-        X, ok = _solve(N)
+        X, ok = solve10(N)
         X = torch.where(ok.unsqueeze(-1), X, nan)
         err = reprojection_errors(X, px, K, dist, R, t)
         return X, ok, torch.where(use, err, nan)
@@ -526,7 +538,7 @@ def _robust(
         fu = fr * use.unsqueeze(-1)
         own = torch.einsum("...ck,ckm->...cm", fu, basis)  # each camera's share of N
         N = fu.flatten(-2) @ flat_basis
-        Xo, oko = _solve(N.unsqueeze(-2) - own)
+        Xo, oko = solve10(N.unsqueeze(-2) - own)
         oko = oko & (rest.sum(-1) >= 2)
         Xo = torch.where(oko.unsqueeze(-1), Xo, nan)
         eo = torch.where(rest, reprojection_errors(Xo, px.unsqueeze(-3), K, dist, R, t), nan)
@@ -583,7 +595,10 @@ def triangulate_points(
     """Weighted DLT with iterative dropping of the worst camera, for every point at once.
 
     While the largest reprojection error of a point is above ``max_error_px`` and more than
-    ``min_cameras`` cameras remain, that camera is dropped and the point triangulated again.
+    ``min_cameras`` cameras remain, one camera is dropped and the point triangulated again:
+    with ``drop="leave_one_out"`` the camera without which the others' mean reprojection
+    error is lowest, with ``drop="largest_error"`` the camera of largest error. The loop is
+    over the at most ``C - min_cameras`` drops; every point is handled at once.
 
     Args:
         pixels: ``(..., C, 2)`` observed (distorted) pixels, NaN where missing.
@@ -592,6 +607,7 @@ def triangulate_points(
         max_error_px: reprojection error threshold in pixels.
         min_cameras: never drop below this many cameras (>= 2).
         normalized: ``(..., C, 2)`` the undistorted observations when already computed.
+        drop: ``"leave_one_out"`` or ``"largest_error"`` (see above).
 
     Returns:
         :class:`Triangulation`.
