@@ -238,14 +238,41 @@ def distort(normalized: torch.Tensor, dist: torch.Tensor) -> torch.Tensor:
     """
     check_tensor("normalized", normalized)
     check_last_dims("normalized", normalized, (2,), "normalised xy")
-    k1, k2, p1, p2, k3 = _dist5("dist", dist).unbind(-1)
-    x, y = normalized.unbind(-1)
-    r2 = x * x + y * y
-    radial = 1 + ((k3 * r2 + k2) * r2 + k1) * r2
-    xy2 = 2 * x * y
-    xd = x * radial + p1 * xy2 + p2 * (r2 + 2 * x * x)
-    yd = y * radial + p1 * (r2 + 2 * y * y) + p2 * xy2
+    xd, yd = _distort_xy(*normalized.unbind(-1), _dist5("dist", dist))
     return torch.stack([xd, yd], -1)
+
+
+def _distort_xy(
+    x: torch.Tensor, y: torch.Tensor, dist: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`distort` on separate coordinate tensors (``dist (..., 5)`` broadcasting)."""
+    k1, k2, p1, p2, k3 = dist.unbind(-1)
+    r2 = torch.mul(x, x).addcmul_(y, y)
+    radial = ((k3 * r2 + k2) * r2 + k1).mul_(r2).add_(1)
+    xy2 = 2 * x * y
+    xd = torch.addcmul(p1 * xy2, x, radial).addcmul_(p2, torch.addcmul(r2, x, x, value=2))
+    yd = torch.addcmul(p2 * xy2, y, radial).addcmul_(p1, torch.addcmul(r2, y, y, value=2))
+    return xd, yd
+
+
+def _project_uvz(
+    points: torch.Tensor, K: torch.Tensor, dist: torch.Tensor, R: torch.Tensor, t: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pixel ``u``, ``v`` and depth ``z`` (each ``(...)``, contiguous) of ``points (..., 3)``;
+    every leading dim of the camera parameters (``dist (..., 5)``) broadcasts against those of
+    ``points``. Works on coordinate components: strided views are slow to combine on CPU."""
+    px, py, pz = points.movedim(-1, 0)
+
+    def row(i: int) -> torch.Tensor:
+        r = R[..., i, :]
+        return (r[..., 0] * px).addcmul_(r[..., 1], py).addcmul_(r[..., 2], pz) + t[..., i]
+
+    xc, yc, z = row(0), row(1), row(2)
+    inv = torch.where(z == 0, 1.0, z).reciprocal_()  # OpenCV: z == 0 -> divide by 1
+    xd, yd = _distort_xy(xc.mul_(inv), yc.mul_(inv), dist)
+    u = xd * K[..., 0, 0] + K[..., 0, 2]  # out of place: K may broadcast wider
+    v = yd * K[..., 1, 1] + K[..., 1, 2]
+    return u, v, z
 
 
 def _project_broadcast(
@@ -253,13 +280,7 @@ def _project_broadcast(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pixels ``(..., 2)`` and depths ``(...)`` of ``points (..., 3)``; every leading dim of the
     camera parameters broadcasts against those of ``points`` (no ``N`` dim)."""
-    # einsum folds the broadcast into one GEMM (batched 3 x 3 matmuls are slow on CPU).
-    cam = torch.einsum("...ij,...j->...i", R, points) + t
-    z = cam[..., 2]
-    inv = 1 / torch.where(z == 0, torch.ones_like(z), z)  # OpenCV: z == 0 -> divide by 1
-    xy = distort(cam[..., :2] * inv.unsqueeze(-1), dist)
-    u = K[..., 0, 0] * xy[..., 0] + K[..., 0, 2]
-    v = K[..., 1, 1] * xy[..., 1] + K[..., 1, 2]
+    u, v, z = _project_uvz(points, K, dist, R, t)
     return torch.stack([u, v], -1), z
 
 
@@ -349,13 +370,17 @@ def undistort_points(
     x, y = x0, y0
     frozen = torch.zeros_like(x0, dtype=torch.bool)
     for _ in range(iterations):  # fixed-point iterations (OpenCV's scheme), not a data loop
-        r2 = x * x + y * y
-        icdist = 1 / (1 + ((k3 * r2 + k2) * r2 + k1) * r2)
+        r2 = torch.mul(x, x).addcmul_(y, y)
+        icdist = ((k3 * r2 + k2) * r2 + k1).mul_(r2).add_(1).reciprocal_()
+        # Once frozen a point keeps (x0, y0) (applied at the end; later values are unused).
         frozen = frozen | (icdist < 0)
-        dx = 2 * p1 * x * y + p2 * (r2 + 2 * x * x)
-        dy = p1 * (r2 + 2 * y * y) + 2 * p2 * x * y
-        x = torch.where(frozen, x0, (x0 - dx) * icdist)
-        y = torch.where(frozen, y0, (y0 - dy) * icdist)
+        xy2 = 2 * x * y
+        dx = torch.addcmul(r2, x, x, value=2).mul_(p2).addcmul_(p1, xy2)
+        dy = torch.addcmul(r2, y, y, value=2).mul_(p1).addcmul_(p2, xy2)
+        x = (x0 - dx).mul_(icdist)
+        y = (y0 - dy).mul_(icdist)
+    x = torch.where(frozen, x0, x)
+    y = torch.where(frozen, y0, y)
     if not pixel:
         return torch.stack([x, y], -1)
     u = K[..., 0, 0] * x + K[..., 0, 1] * y + K[..., 0, 2]

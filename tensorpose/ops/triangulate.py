@@ -11,15 +11,23 @@ Cameras follow :mod:`tensorpose.ops.camera` (OpenCV): ``K (C, 3, 3)``, ``dist (C
    once by :func:`smallest_eigenvector` (closed form: Laguerre's method on the characteristic
    polynomial from 0, then the adjugate of ``A^T A - lambda I``; equal to
    ``torch.linalg.eigh``'s and much faster on CPU for batches of 4 x 4 matrices).
-3. :func:`triangulate_points`: while the camera with the largest reprojection error (pixels,
-   through the lens distortion) is above ``max_error_px`` and more than ``min_cameras`` cameras
-   remain, drop it and triangulate again; every point at once, with masks.
-4. :func:`triangulate_people`: cross-view association of the person seen by the most cameras
-   (every detection of every camera is a reference in turn; each is triangulated with every
-   detection of every other camera, two views at a time, and each other camera contributes
-   its detection of lowest mean reprojection error if below ``association_px``); each
-   candidate is triangulated with step 3 and the one keeping the most (joint, camera)
-   observations wins, ties broken by the lower mean error.
+3. :func:`triangulate_points`: while the largest reprojection error of a point (pixels,
+   through the lens distortion) is above ``max_error_px`` and more than ``min_cameras``
+   cameras remain, drop one camera and triangulate again; every point at once, with masks.
+   ``drop="leave_one_out"`` (default) drops the camera without which the others agree best
+   (lowest mean reprojection error): robust to an outlying camera that pulls the DLT point
+   towards itself so that another camera shows the largest error. ``drop="largest_error"``
+   drops the camera of largest error.
+4. :func:`triangulate_people`: cross-view association. Every detection of every camera is a
+   reference; it is triangulated joint by joint with every detection of every other camera
+   (two views at a time, all frames at once); each other camera joins with its detection of
+   lowest mean two-view reprojection error if below ``association_px``. The candidate with
+   the most supporting (joint, camera) observations wins the frame and is triangulated with
+   step 3.
+
+On CPU the work is restricted to the rows that need it (``nonzero``, free there); on other
+devices every row runs at fixed shapes without host synchronisation. Both give the same
+values (tested).
 
 Points behind a camera get an infinite reprojection error in that camera (dropped first).
 """
@@ -32,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ._checks import check_last_dims, check_tensor
-from .camera import _dist5, _project_broadcast, undistort_points
+from .camera import _dist5, _project_uvz, undistort_points
 
 __all__ = [
     "PeopleTriangulation",
@@ -164,6 +172,9 @@ returns 0: the smallest eigenvalue is (numerically) repeated."""
 _ALL = [(i, j) for i in range(4) for j in range(i, 4)]
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
 
+COMPACT_ON_CPU = True
+"""On CPU, work only on the rows that need it (see :func:`_on_rows`); same values."""
+
 FAST_STEPS = 3
 """Laguerre steps taken for every matrix on CPU before only the ones still moving go on."""
 
@@ -215,7 +226,7 @@ def _eigvec_soa(n: list[list[torch.Tensor]]) -> list[torch.Tensor]:
     free = ~at_root
     lam = (c0 / (c1 + at_root)) * free  # one Newton step from 0 (stays below the root)
     coeffs = (c0, c1, c2, c3)
-    if c0.device.type == "cpu" and not torch.compiler.is_compiling() and c0.numel() > 0:
+    if _compact(c0.device) and c0.numel() > 0:
         # CPU: a few steps for every matrix, then only for those still moving (compacted
         # with nonzero, free on CPU). Elsewhere: the fixed steps, no host synchronisation.
         lam, step = _laguerre(lam, free, coeffs, FAST_STEPS)
@@ -356,11 +367,17 @@ def _solve(N: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Ten
     """Homogeneous solution of flattened normal matrices ``(..., 16)`` -> points
     ``(..., 3)``, ok."""
     batch = N.shape[:-1]
-    v = _eigvec_soa(_soa_sym(N.unflatten(-1, (4, 4))))
+    X, ok = _solve_upper(N.reshape(-1, 16)[:, _UPPER].T.contiguous(), eps)
+    return X.reshape(*batch, 3), ok.reshape(batch)
+
+
+def _solve_upper(u: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_solve` on the upper triangles laid out as ``(10, B)`` (row-major order)."""
+    e = dict(zip(_UPPER, u, strict=True))
+    v = _eigvec_soa([[e[4 * min(i, j) + max(i, j)] for j in range(4)] for i in range(4)])
     ok = v[3].abs() > eps
     iw = 1 / torch.where(ok, v[3], torch.nan)  # NaN where not solvable
-    X = torch.stack([v[0] * iw, v[1] * iw, v[2] * iw], -1)
-    return X.reshape(*batch, 3), ok.reshape(batch)
+    return torch.stack([v[0] * iw, v[1] * iw, v[2] * iw], -1), ok
 
 
 def weighted_dlt(
@@ -408,8 +425,9 @@ def reprojection_errors(
     """Pixel distance between ``points (..., 3)`` projected into every camera (with lens
     distortion) and the observed ``pixels (..., C, 2)``; ``inf`` where the point is not in front
     of the camera. Returns ``(..., C)``."""
-    uv, z = _project_broadcast(points.unsqueeze(-2), K, _dist5("dist", dist), R, t)
-    err = torch.linalg.vector_norm(uv - pixels, dim=-1)
+    u, v, z = _project_uvz(points.unsqueeze(-2), K, _dist5("dist", dist), R, t)
+    ou, ov = pixels.unbind(-1)
+    err = (u - ou).hypot_(v - ov)
     return torch.where(z > 0, err, float("inf"))
 
 
@@ -448,6 +466,12 @@ def _check_drop(drop: str, min_cameras: int) -> None:
         raise ValueError(f"min_cameras must be >= 2, got {min_cameras}")
 
 
+def _compact(device: torch.device) -> bool:
+    """Whether to compact rows with ``nonzero`` (CPU, eager): free there, a host
+    synchronisation elsewhere. ``COMPACT_ON_CPU = False`` runs the fixed-shape path on CPU."""
+    return device.type == "cpu" and COMPACT_ON_CPU and not torch.compiler.is_compiling()
+
+
 def _on_rows(mask: torch.Tensor, fn, inputs: list[torch.Tensor], fills: list) -> tuple:
     """``fn(*rows) -> outputs`` for the rows where ``mask (...)`` holds; ``fills`` elsewhere.
 
@@ -456,7 +480,7 @@ def _on_rows(mask: torch.Tensor, fn, inputs: list[torch.Tensor], fills: list) ->
     computed at fixed shapes and then masked, without a host synchronisation.
     """
     shape = mask.shape
-    if mask.device.type != "cpu" or torch.compiler.is_compiling():
+    if not _compact(mask.device):
         outs = fn(*inputs)
         return tuple(
             torch.where(mask.view(*shape, *[1] * (o.dim() - len(shape))), o, fill)
@@ -486,16 +510,20 @@ def _robust(
 ) -> Triangulation:
     """Camera dropping on DLT features ``f (..., C, 4)`` (see :func:`_dlt_features`)."""
     C = used.shape[-1]
-    basis = _dlt_basis(R, t)  # (C, 4, 16)
-    flat_basis = basis.flatten(0, 1)  # (C * 4, 16)
+    basis = _dlt_basis(R, t)[..., _UPPER]  # (C, 4, 10): upper triangles only
+    flat_basis = basis.flatten(0, 1)  # (C * 4, 10)
     nan = float("nan")
     others = ~torch.eye(C, dtype=torch.bool, device=used.device)
 
     def normal(used: torch.Tensor) -> torch.Tensor:
-        return (f * used.unsqueeze(-1)).flatten(-2) @ flat_basis  # (..., 16)
+        return (f * used.unsqueeze(-1)).flatten(-2) @ flat_basis  # (..., 10)
+
+    def solve10(N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        X, ok = _solve_upper(N.reshape(-1, 10).T.contiguous())
+        return X.reshape(*N.shape[:-1], 3), ok.reshape(N.shape[:-1])
 
     def full(N: torch.Tensor, px: torch.Tensor, use: torch.Tensor):
-        X, ok = _solve(N)
+        X, ok = solve10(N)
         X = torch.where(ok.unsqueeze(-1), X, nan)
         err = reprojection_errors(X, px, K, dist, R, t)
         return X, ok, torch.where(use, err, nan)
@@ -503,23 +531,26 @@ def _robust(
     def solve(used: torch.Tensor):
         return _on_rows(used.sum(-1) >= 2, full, [normal(used), pixels, used], [nan, False, nan])
 
-    def leave_one_out(N: torch.Tensor, own: torch.Tensor, px: torch.Tensor, use: torch.Tensor):
+    def leave_one_out(fr: torch.Tensor, px: torch.Tensor, use: torch.Tensor):
         """The camera without which the others agree best (lowest mean reprojection error),
         and the point, its success and its errors without that camera."""
         rest = use.unsqueeze(-2) & others  # (rows, C_left_out, C)
-        Xo, oko = _solve(N.unsqueeze(-2) - own)
+        fu = fr * use.unsqueeze(-1)
+        own = torch.einsum("...ck,ckm->...cm", fu, basis)  # each camera's share of N
+        N = fu.flatten(-2) @ flat_basis
+        Xo, oko = solve10(N.unsqueeze(-2) - own)
         oko = oko & (rest.sum(-1) >= 2)
         Xo = torch.where(oko.unsqueeze(-1), Xo, nan)
         eo = torch.where(rest, reprojection_errors(Xo, px.unsqueeze(-3), K, dist, R, t), nan)
         score = torch.where(rest, eo.nan_to_num(nan=float("inf")), 0.0).sum(-1)
         score = score / rest.sum(-1).clamp_min(1)
         worst = torch.where(use & oko, score, float("inf")).argmin(-1)  # first of equals
-        pick = worst.view(-1, 1, 1)
+        pick = worst[..., None, None]
         return (
             worst,
-            Xo.gather(-2, pick.expand(-1, 1, 3)).squeeze(-2),
+            Xo.gather(-2, pick.expand(*worst.shape, 1, 3)).squeeze(-2),
             oko.gather(-1, worst.unsqueeze(-1)).squeeze(-1),
-            eo.gather(-2, pick.expand(-1, 1, C)).squeeze(-2),
+            eo.gather(-2, pick.expand(*worst.shape, 1, C)).squeeze(-2),
         )
 
     X, ok, err = solve(used)
@@ -530,9 +561,7 @@ def _robust(
         worst_err, worst = ranked.max(-1)
         drop_now = ok & (worst_err > max_error_px) & (used.sum(-1) > min_cameras)
         if drop == "leave_one_out":  # the solutions without the dropped camera come along
-            own = torch.einsum("...ck,ckm->...cm", f * used.unsqueeze(-1), basis)
-            worst, Xn, okn, errn = _on_rows(drop_now, leave_one_out,
-                                            [normal(used), own, pixels, used],
+            worst, Xn, okn, errn = _on_rows(drop_now, leave_one_out, [f, pixels, used],
                                             [0, nan, False, nan])  # fmt: skip
         hit = (torch.arange(C, device=used.device) == worst.unsqueeze(-1)) & drop_now.unsqueeze(-1)
         used = used & ~hit
@@ -566,7 +595,10 @@ def triangulate_points(
     """Weighted DLT with iterative dropping of the worst camera, for every point at once.
 
     While the largest reprojection error of a point is above ``max_error_px`` and more than
-    ``min_cameras`` cameras remain, that camera is dropped and the point triangulated again.
+    ``min_cameras`` cameras remain, one camera is dropped and the point triangulated again:
+    with ``drop="leave_one_out"`` the camera without which the others' mean reprojection
+    error is lowest, with ``drop="largest_error"`` the camera of largest error. The loop is
+    over the at most ``C - min_cameras`` drops; every point is handled at once.
 
     Args:
         pixels: ``(..., C, 2)`` observed (distorted) pixels, NaN where missing.
@@ -575,6 +607,7 @@ def triangulate_points(
         max_error_px: reprojection error threshold in pixels.
         min_cameras: never drop below this many cameras (>= 2).
         normalized: ``(..., C, 2)`` the undistorted observations when already computed.
+        drop: ``"leave_one_out"`` or ``"largest_error"`` (see above).
 
     Returns:
         :class:`Triangulation`.
@@ -677,8 +710,28 @@ def triangulate_people(
 
     Returns:
         :class:`PeopleTriangulation` with ``points (T, J, 3)``, ``errors (T, J, C)``, ...,
-        ``person (T, C)``.
+        ``person (T, C)``. Not differentiable (the association is discrete): it runs under
+        ``torch.inference_mode`` (less per-op overhead) and returns ordinary tensors.
     """
+    with torch.inference_mode():
+        res = _triangulate_people(keypoints, K, dist, R, t, min_confidence, max_error_px,
+                                  association_px, min_common_joints, min_cameras, drop)  # fmt: skip
+    return PeopleTriangulation(**{k: v.clone() for k, v in vars(res).items()})
+
+
+def _triangulate_people(
+    keypoints: torch.Tensor | list[torch.Tensor],
+    K: torch.Tensor,
+    dist: torch.Tensor,
+    R: torch.Tensor,
+    t: torch.Tensor,
+    min_confidence: float = 0.3,
+    max_error_px: float = 15.0,
+    association_px: float = 20.0,
+    min_common_joints: int = 3,
+    min_cameras: int = 2,
+    drop: str = "leave_one_out",
+) -> PeopleTriangulation:
     cams = _per_camera(keypoints)
     C = len(cams)
     if C < 2:
@@ -705,22 +758,27 @@ def triangulate_people(
         packed[c, : counts[c]] = k.reshape(-1, 3).to(device=dev, dtype=dtype)
     pxy, conf = packed[..., :2], packed[..., 2]
     pseen = torch.isfinite(pxy).all(-1) & (conf >= min_confidence) & (conf > 0)
-    norm = undistort_points(pxy, K, dist)  # (C, L, 2)
+    cidx = torch.arange(C, device=dev).view(C, 1).expand(C, L)
+
+    def undistort(px: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor]:
+        return (undistort_points(px.unsqueeze(-2), K[c], dist[c]).squeeze(-2),)
+
+    (norm,) = _on_rows(pseen, undistort, [pxy, cidx], [0.0])  # (C, L, 2), seen points only
     pf = _dlt_features(norm, torch.where(pseen, conf, 0.0))  # (C, L, 4)
     pN = pf @ basis  # (C, L, 16)
-    xy, seen, fd, Nd = [], [], [], []
+    pU = pN[..., _UPPER].transpose(1, 2).contiguous()  # (C, 10, L) upper triangles
+    xy, seen, fd = [], [], []
     for c, k in enumerate(cams):  # unpack to (T, P_c, J, ...) per camera
         shape, n = k.shape[:-1], counts[c]
         xy.append(pxy[c, :n].reshape(*shape, 2))
         seen.append(pseen[c, :n].reshape(shape))
         fd.append(pf[c, :n].reshape(*shape, 4))
-        Nd.append(pN[c, :n].reshape(*shape, 16))
 
     # 1. Two-view costs of every detection pair of every camera pair, solved in one batch.
     #    On CPU only the (frame, p, q, joint) rows where both detections see the joint are
     #    gathered (nonzero is free there); elsewhere every row, masked afterwards.
     pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
-    compact = dev.type == "cpu" and not torch.compiler.is_compiling()
+    compact = _compact(dev)
     Ns, obs, bins, valid, shapes = [], [], [], [], []
     offset = 0
     for a, b in pairs:  # a loop over camera pairs, gathering their detection pairs
@@ -732,13 +790,17 @@ def triangulate_people(
             grid = [torch.arange(n, device=dev) for n in both_seen.shape]
             rows = torch.stack(torch.meshgrid(*grid, indexing="ij"), -1).reshape(-1, 4)
         fr, p, q, j = rows.unbind(-1)
-        Ns.append(Nd[a][fr, p, j] + Nd[b][fr, q, j])
-        obs.append(torch.stack([xy[a][fr, p, j], xy[b][fr, q, j]], -2))
+        ia = (fr * P_a + p) * J + j  # flat (frame, slot, joint) rows of camera a and b
+        ib = (fr * P_b + q) * J + j
+        Ns.append(pU[a].index_select(1, ia) + pU[b].index_select(1, ib))  # (10, rows)
+        obs.append(torch.stack([xy[a].reshape(-1, 2).index_select(0, ia),
+                                xy[b].reshape(-1, 2).index_select(0, ib)], -2))  # fmt: skip
         bins.append(offset + (fr * P_a + p) * P_b + q)  # the (frame, p, q) of every row
-        valid.append(both_seen[fr, p, q, j])
+        if not compact:  # the compacted rows all see the joint in both views
+            valid.append(both_seen.reshape(-1))
         shapes.append((T_, P_a, P_b))
         offset += T_ * P_a * P_b
-    X, ok = _solve(torch.cat(Ns))
+    X, ok = _solve_upper(torch.cat(Ns, 1))
     sizes = [len(b) for b in bins]
     # Reprojection errors in the pair's two cameras (rows are grouped by pair).
     err = torch.cat([
@@ -746,7 +808,7 @@ def triangulate_people(
         for (a, b), Xk, ok_obs in zip(pairs, X.split(sizes), obs, strict=True)
     ])  # (n, 2)  # fmt: skip
     # Per (pair, frame, p, q): sums over the joints both see, as one scatter-add each.
-    valid, bins = torch.cat(valid) & ok, torch.cat(bins)
+    valid, bins = (torch.cat(valid) & ok if valid else ok), torch.cat(bins)
     e_sum = torch.zeros(offset, dtype=dtype, device=dev)
     e_sum.index_add_(0, bins, torch.where(valid, err.mean(-1), 0.0))
     n_sum = torch.zeros(offset, dtype=torch.long, device=dev).index_add_(0, bins, valid.long())

@@ -401,6 +401,35 @@ def test_people_ragged_input_equals_padded(cal):
     assert (res.person[:, 2] == -1).all() and not res.used[..., 2].any()
 
 
+@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error"])
+def test_fixed_shape_path_equals_compacted_path(cal, monkeypatch, drop):
+    """The path other devices take (every row at fixed shapes, no nonzero), run on CPU, gives
+    the same results as CPU's compacted rows; leading dims of any rank."""
+    import tensorpose.ops.triangulate as tri
+
+    kp = bundled_keypoints(slice(0, 100, 9))
+    args = (cal.K, cal.dist, cal.R, cal.t)
+    fast = triangulate_people(kp, *args, drop=drop)
+    g = torch.Generator().manual_seed(6)
+    X = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64) + 0.4 * torch.randn(
+        3, 50, 3, generator=g, dtype=torch.float64
+    )
+    uv = camera.project_points(X.reshape(1, -1, 3), *args).movedim(0, -2).reshape(3, 50, 4, 2)
+    uv = uv + 40 * (torch.rand(uv.shape, generator=g) < 0.2) * torch.randn(uv.shape, generator=g)
+    w = torch.rand(3, 50, 4, generator=g, dtype=torch.float64)
+    pts_fast = triangulate_points(uv, w, *args, drop=drop)
+    monkeypatch.setattr(tri, "COMPACT_ON_CPU", False)
+    slow = triangulate_people(kp, *args, drop=drop)
+    pts_slow = triangulate_points(uv, w, *args, drop=drop)
+    for a, b in ((fast, slow), (pts_fast, pts_slow)):
+        for key in ("points", "errors", "mean_error"):
+            torch.testing.assert_close(getattr(a, key), getattr(b, key), equal_nan=True,
+                                       rtol=0, atol=1e-9)  # fmt: skip
+        assert torch.equal(a.used, b.used) and torch.equal(a.valid, b.valid)
+    assert torch.equal(fast.person, slow.person)
+    assert pts_fast.points.shape == (3, 50, 3) and pts_fast.used.any(-1).all()
+
+
 def test_people_frames_without_anyone(cal):
     kp, *_ = synthetic(cal, T=3)
     kp[:, 1] = 0  # nobody in frame 1
