@@ -2,7 +2,8 @@
 
 Trains a ``TemporalLifter`` (receptive field 27, 256 channels, kinematic head, the loss of
 ``LiftingTask``) on CMU 131_01 + 131_02 with :class:`tensorpose.data.synth.SyntheticLiftingBatches`
-for a time budget on ONE CPU thread, then evaluates it:
+for a fixed number of steps on ONE CPU thread (1500 batches of 256: 5-10 minutes on a quiet
+core; equal steps keep variants comparable on a shared machine), then evaluates it:
 
 - mocap hold-outs like ``tensorpose eval``: 131_03 and the CMU 01_01 jump excerpt, each seen by
   4 virtual cameras (``LiftingSet.from_world``, data seed 0, the 1000 x 1000 / 1145 px camera
@@ -22,7 +23,7 @@ BODY_25B -> h36m17 (this script's rule; the detector-rule joints come from
 one to one; pelvis = mid-hips, thorax = mid-shoulders, spine = mean of both; neck = BODY_25B's
 upper neck; head = mid-ears.
 
-    PYTHONPATH=. python scripts/poseaug_experiment.py train --minutes 8 --name full [key=value ...]
+    PYTHONPATH=. python scripts/poseaug_experiment.py train --steps 1500 --name full [key=value ...]
     PYTHONPATH=. python scripts/poseaug_experiment.py eval runs/poseaug/full.pt
     PYTHONPATH=. python scripts/poseaug_experiment.py eval runs/demo_kinematic/checkpoint.pt
 
@@ -67,7 +68,7 @@ HOLDOUTS = {"131_03": "131_03", "01_01_jump": "01_01_jump_30fps"}
 
 
 # ---------------------------------------------------------------------- training
-def train(cfg: SynthConfig, minutes: float, seed: int, out: Path, batch: int = 256) -> Path:
+def train(cfg: SynthConfig, steps: int, seed: int, out: Path, batch: int = 256) -> Path:
     torch.manual_seed(seed)
     seqs, sk = load_bvh_sequences(["131_01", "131_02"], None, 30.0)
     g = torch.Generator().manual_seed(seed)
@@ -76,12 +77,11 @@ def train(cfg: SynthConfig, minutes: float, seed: int, out: Path, batch: int = 2
     sampler = SyntheticLiftingBatches([s.positions for s in seqs], sk, batch, 27, g, cfg)
     lr0 = 1e-3
     opt = torch.optim.Adam(model.parameters(), lr=lr0, amsgrad=True)
-    budget = minutes * 60
     t_start = time.perf_counter()
-    step, t_data, t_step, log = 0, 0.0, 0.0, []
-    while (elapsed := time.perf_counter() - t_start) < budget:
-        for group in opt.param_groups:  # lr 1e-3 -> 1e-4 over the budget (the demo: x0.12)
-            group["lr"] = lr0 * 0.1 ** (elapsed / budget)
+    t_data, t_step, log = 0.0, 0.0, []
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:  # lr 1e-3 -> 1e-4 over the run (the demo: x0.12)
+            group["lr"] = lr0 * 0.1 ** ((step - 1) / steps)
         t0 = time.perf_counter()
         b = sampler.sample()
         t1 = time.perf_counter()
@@ -92,8 +92,8 @@ def train(cfg: SynthConfig, minutes: float, seed: int, out: Path, batch: int = 2
         t2 = time.perf_counter()
         t_data += t1 - t0
         t_step += t2 - t1
-        step += 1
         if step % 100 == 0:
+            elapsed = time.perf_counter() - t_start
             row = {"step": step, "s": round(elapsed, 1), "loss": float(res["loss"]),
                    "mpjpe_mm": float(res["mpjpe_mm"])}  # fmt: skip
             log.append(row)
@@ -103,9 +103,9 @@ def train(cfg: SynthConfig, minutes: float, seed: int, out: Path, batch: int = 2
         {
             "model": model.state_dict(),
             "synth": dataclasses.asdict(cfg),
-            "steps": step,
-            "samples": step * batch,
-            "minutes": minutes,
+            "steps": steps,
+            "samples": steps * batch,
+            "minutes": (time.perf_counter() - t_start) / 60,
             "seed": seed,
             "sampler_s": t_data,
             "model_s": t_step,
@@ -114,7 +114,8 @@ def train(cfg: SynthConfig, minutes: float, seed: int, out: Path, batch: int = 2
         out,
     )
     ratio = t_data / max(t_step, 1e-9)
-    print(f"{step} steps ({step * batch} samples) in {minutes} min; sampler {t_data:.0f} s, "
+    minutes = (time.perf_counter() - t_start) / 60
+    print(f"{steps} steps ({steps * batch} samples) in {minutes:.1f} min; sampler {t_data:.0f} s, "
           f"model fwd+bwd+step {t_step:.0f} s (sampler/model {ratio:.2f})")  # fmt: skip
     return out
 
@@ -355,7 +356,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("train")
-    p.add_argument("--minutes", type=float, default=8.0)
+    p.add_argument("--steps", type=int, default=1500, help="batches of 256 (~5-10 min quiet)")
     p.add_argument("--name", default="full")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(ROOT / "runs" / "poseaug"))
@@ -370,11 +371,11 @@ def main() -> None:
             k, _, v = kv.partition("=")
             d[k] = yaml.safe_load(v)
         cfg = SynthConfig.from_dict(d)
-        path = train(cfg, args.minutes, args.seed, Path(args.out) / f"{args.name}.pt")
+        path = train(cfg, args.steps, args.seed, Path(args.out) / f"{args.name}.pt")
         res = evaluate(path)
         res["overrides"] = args.overrides
         payload = torch.load(path, weights_only=False)
-        res.update({k: payload[k] for k in ("steps", "samples", "sampler_s", "model_s")})
+        res.update({k: payload[k] for k in ("steps", "samples", "minutes", "sampler_s", "model_s")})
         path.with_suffix(".json").write_text(json.dumps(res, indent=1))
         print(_summary(res))
     elif args.cmd == "eval":

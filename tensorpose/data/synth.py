@@ -10,19 +10,27 @@ The path of one batch (all tensor ops on the generator's device, no Python loop 
    parameters per window (constant over its frames; the pose still moves as recorded):
 
    - bone lengths: the sequence's mean bone lengths x a global scale x one scale per bone group
-     (left = right); directions are the window's own, so bone lengths are constant in time;
-   - local joint rotations within anatomical limits
-     (:func:`~tensorpose.ops.poseaug.rotate_joints`), optionally a left/right mirror;
+     (left = right), so bone lengths are constant in time;
+   - local joint rotations within anatomical limits: computed on the centre frame
+     (:func:`~tensorpose.ops.poseaug.joint_rotations`, so the target pose is exactly within the
+     limits) and applied to every frame of the window
+     (:func:`~tensorpose.ops.poseaug.apply_rotations`);
+   - detector-like keypoints in 3D: systematic offsets in the centre frame's body frames
+     (:data:`~tensorpose.ops.poseaug.H36M17_DETECTOR_OFFSETS`), then the joints a detector
+     does not give recomputed from those it gives
+     (:data:`~tensorpose.ops.poseaug.H36M17_DETECTOR_RULES`);
    - a global rotation about the vertical through the centre frame's root (any yaw, small
-     pitch/roll);
-   - a random camera (:func:`~tensorpose.ops.poseaug.sample_cameras`: image size incl.
-     portrait, field of view, principal point, distance, elevation, roll, off-centre aim),
-     pushed back along its axis where needed so the whole window stays in the image;
-   - detector-like 2D: systematic keypoint offsets in the body frames + derived joints
-     (:data:`~tensorpose.ops.poseaug.H36M17_DETECTOR_RULES`), Gaussian noise scaled with the
-     person's size in the image (heavier at wrists/ankles), rare outliers, dropped joints;
-   - normalisation: ``K^-1 [u, v, 1]`` (``normalize="intrinsics"``, camera-independent) or
-     VideoPose3D's screen normalisation (``"screen"``).
+     pitch/roll), then a random camera (:func:`~tensorpose.ops.poseaug.sample_cameras`: image
+     size incl. portrait, field of view, principal point, distance, elevation, roll, off-centre
+     aim), pushed back along its axis where needed so every keypoint of the window stays in
+     the image (:func:`~tensorpose.ops.poseaug.fit_in_frame`);
+   - 2D: Gaussian pixel noise scaled with the person's height in the image (heavier at wrists
+     and ankles), rare outliers, a left/right mirror of 2D and 3D together, dropped joints;
+   - normalisation: ``K^-1 [u, v, 1]`` (``normalize="intrinsics"``, camera-independent:
+     computed directly as ``(x/z, y/z) + noise / focal``, which equals
+     :func:`~tensorpose.ops.poseaug.normalize_with_intrinsics` of the noisy pixels for these
+     skew-free cameras) or VideoPose3D's screen normalisation by the image width
+     (``"screen"``).
 
 The batch contract is the lifting task's: ``keypoints (B, R, J, 2)``, ``target (B, 1, J, 3)``
 (root-relative joints of the centre frame, camera coordinates, metres) plus ``mask (B, R, J)``
@@ -185,8 +193,10 @@ class KinematicAugmenter:
                 mean); ``None`` takes the centre frame's.
 
         Returns:
-            ``keypoints (B, R, J, 2)``, ``target (B, 1, J, 3)``, ``mask (B, R, J)``, and the
-            cameras' ``K (B, 3, 3)`` and ``size (B, 2)`` (width, height).
+            ``keypoints (B, R, J, 2)``, ``target (B, 1, J, 3)``, ``mask (B, R, J)``, the
+            cameras' ``K (B, 3, 3)`` and ``size (B, 2)`` (width, height), and ``root (B, 3)``
+            the centre frame's root in camera coordinates (before a mirror: ``target`` and
+            ``keypoints`` of mirrored windows are mirrored about the camera's x = 0).
         """
         cfg, sk = self.config, self.skeleton
         if windows.dim() != 4 or windows.shape[2:] != (sk.num_joints, 3):
@@ -212,12 +222,11 @@ class KinematicAugmenter:
             sk,
             self.groups,
         )  # (B, 1, S)
+        pose = pa.set_bone_lengths(windows, lengths, sk)
         if cfg.joint_scale > 0:
             angles = pa.sample_joint_angles((B, 1), generator, self.limits, cfg.joint_scale, dt)
-            rot = pa.joint_rotations(centre, angles, sk, self.limits, self.frames)
-        else:
-            rot = windows.new_tensor([1.0, 0.0, 0.0, 0.0]).expand(B, 1, len(self.limits), 4)
-        pose = pa.apply_rotations(windows, rot, sk, self.limits, lengths)
+            rot = pa.joint_rotations(pose[:, c : c + 1], angles, sk, self.limits, self.frames)
+            pose = pa.apply_rotations(pose, rot, sk, self.limits)
         pose = pose - pose[:, c : c + 1, root : root + 1]  # centre frame's root at the origin
         # --- detector keypoints in 3D: systematic offsets in the centre frame's body frames
         # (one world shift per window, like the rotations), then derived joints per frame
@@ -280,7 +289,9 @@ class KinematicAugmenter:
             tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
             target = torch.where(m, tf, target)
         kp, mask = pa.drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
-        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size}
+        root_cam = xc[:, c, root]
+        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
+                "root": root_cam}  # fmt: skip
 
 
 class SyntheticLiftingBatches:
@@ -365,6 +376,13 @@ class SyntheticLiftingBatches:
 
     def sample(self, batch_size: int | None = None) -> dict[str, torch.Tensor]:
         """One batch of ``batch_size`` (default: the constructor's) windows."""
+        windows, lengths = self.sample_windows(batch_size)
+        return self.augmenter(windows, self.generator, lengths)
+
+    def sample_windows(self, batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """World windows before augmentation: ``(B, R, J, 3)`` and their sequences' mean bone
+        lengths ``(B, 1, S)``. Centre frames uniform over all frames; positions
+        ``centre + speed * offset + jitter`` clamped to the sequence, linearly interpolated."""
         B = batch_size or self.batch_size
         g, cfg, R = self.generator, self.config, self.receptive_field
         dev = g.device
@@ -385,5 +403,4 @@ class SyntheticLiftingBatches:
         x0 = self.frames.index_select(0, i0.reshape(-1)).reshape(B, R, -1, 3)
         x1 = self.frames.index_select(0, i1.reshape(-1)).reshape(B, R, -1, 3)
         windows = x0 + w * (x1 - x0)
-        lengths = self.bone_lengths[seq][:, None]  # (B, 1, S)
-        return self.augmenter(windows, g, lengths)
+        return windows, self.bone_lengths[seq][:, None]

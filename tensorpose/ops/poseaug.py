@@ -77,6 +77,7 @@ __all__ = [
     "sample_detector_offsets",
     "sample_global_angles",
     "sample_joint_angles",
+    "set_bone_lengths",
     "window_positions",
 ]
 
@@ -648,6 +649,30 @@ def apply_rotations(
     return torch.stack([c @ path.T for c in moved], -1) + root.unsqueeze(-2)
 
 
+def set_bone_lengths(
+    joints: torch.Tensor, lengths: torch.Tensor, skeleton: Skeleton
+) -> torch.Tensor:
+    """Give every bone a new length, keeping its direction and the root.
+
+    Args:
+        joints: ``(..., J, 3)``.
+        lengths: ``(..., S)`` in :attr:`Skeleton.bones` order, broadcast against the joints'
+            batch dims (``(B, 1, S)`` for windows ``(B, R, J, 3)``).
+
+    Returns:
+        ``(..., J, 3)``.
+    """
+    _check_joints("joints", joints, skeleton)
+    check_tensor("lengths", lengths)
+    check_last_dims("lengths", lengths, (skeleton.num_bones,), f"S={skeleton.num_bones}")
+    bones = bone_vectors(joints, skeleton)
+    bones = bones * (lengths.to(joints.dtype) / _norm(_vec(bones)).clamp_min(1e-12)).unsqueeze(-1)
+    lead = bones.shape[:-2]
+    path = skeleton.tensor("path", joints.device, joints.dtype)  # (J, S)
+    flat = bones.transpose(-1, -2) @ path.T  # (..., 3, J): one GEMM per coordinate row
+    return flat.transpose(-1, -2) + joints[..., skeleton.root, :].expand(*lead, 3).unsqueeze(-2)
+
+
 def rotate_joints(
     joints: torch.Tensor,
     angles: torch.Tensor,
@@ -687,7 +712,7 @@ def rotate_joints(
         >>> x = torch.randn(4, 17, 3, dtype=torch.float64)
         >>> g = torch.Generator().manual_seed(0)
         >>> y = rotate_joints(x, sample_joint_angles((4,), g, dtype=torch.float64), sk)
-        >>> bool((joint_angles(y, sk) <= torch.deg2rad(torch.tensor(150.0)) + 1e-9).all())
+        >>> bool((joint_angles(y, sk) <= math.radians(150) + 1e-9).all())  # every limit <= 150
         True
     """
     return apply_rotations(joints, joint_rotations(joints, angles, skeleton, limits, frames),
