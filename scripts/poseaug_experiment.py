@@ -293,6 +293,7 @@ def eval_trial(model: TemporalLifter, normalize: str, trial: dict) -> dict[str, 
     ref = torch.from_numpy(trial["ref"])[:, limbs]
     ok = torch.isfinite(ref).flatten(1).all(1)
     variants = ["calibrated_K", "default_K"] if normalize == "intrinsics" else ["screen"]
+    model.eval()  # (LiftingTask.evaluate leaves the model in the task's training mode)
     out: dict[str, float] = {}
     for v in variants:
         errs = []

@@ -222,11 +222,13 @@ class KinematicAugmenter:
             sk,
             self.groups,
         )  # (B, 1, S)
-        pose = pa.set_bone_lengths(windows, lengths, sk)
-        if cfg.joint_scale > 0:
+        if cfg.joint_scale > 0:  # rotations from the resized centre frame, one pass for all
             angles = pa.sample_joint_angles((B, 1), generator, self.limits, cfg.joint_scale, dt)
-            rot = pa.joint_rotations(pose[:, c : c + 1], angles, sk, self.limits, self.frames)
-            pose = pa.apply_rotations(pose, rot, sk, self.limits)
+            mid = pa.set_bone_lengths(centre, lengths, sk)
+            rot = pa.joint_rotations(mid, angles, sk, self.limits, self.frames)
+            pose = pa.apply_rotations(windows, rot, sk, self.limits, lengths)
+        else:
+            pose = pa.set_bone_lengths(windows, lengths, sk)
         pose = pose - pose[:, c : c + 1, root : root + 1]  # centre frame's root at the origin
         # --- detector keypoints in 3D: systematic offsets in the centre frame's body frames
         # (one world shift per window, like the rotations), then derived joints per frame
@@ -238,8 +240,7 @@ class KinematicAugmenter:
             kp3 = pose + shift
         if cfg.derive:
             kp3 = pa.derive_joints(kp3, sk, self.rules)
-        # --- global rotation about the vertical through the centre root, then the camera:
-        # one (B, 3, 3) rotation for both, one batched product for joints and keypoints
+        # --- global rotation about the vertical through the centre root, then the camera
         Rg = pa.global_rotation(
             pa.sample_global_angles(
                 (B,), generator, cfg.yaw_deg, cfg.pitch_deg, cfg.roll_deg, dtype=dt
@@ -258,30 +259,32 @@ class KinematicAugmenter:
             cfg.off_centre,
         )
         K, size = cam["K"], cam["size"]
-        A = cam["R"] @ Rg
-        both = torch.cat([pose, kp3], 2).reshape(B, R * 2 * J, 3)
-        both = (both @ A.transpose(-1, -2) + cam["t"][:, None]).reshape(B, R, 2 * J, 3)
-        push = pa.fit_in_frame(both[:, :, J:], K, size, cfg.margin)
-        both = both + push[:, None, None, None] * both.new_tensor([0.0, 0.0, 1.0])
-        xc, kc = both[:, :, :J], both[:, :, J:]
+        A = cam["R"] @ Rg  # (B, 3, 3): world -> camera, applied to coordinate-major points
+        t = cam["t"][:, :, None]
+        kc = A @ kp3.transpose(-1, -2).transpose(1, 2).reshape(B, 3, R * J) + t  # (B, 3, R*J)
+        xc = A @ pose[:, c].transpose(-1, -2) + t  # (B, 3, J): the centre frame's joints
+        push = pa.fit_in_frame(kc.transpose(1, 2), K, size, cfg.margin)[:, None]  # (B, 1)
+        kx, ky, kz = kc.unbind(1)  # contiguous (B, R*J) rows
+        kz = kz + push
+        xc = xc + push[:, :, None] * xc.new_tensor([0.0, 0.0, 1.0])[:, None]
         # --- 2D: the ray x/z, y/z plus pixel noise / focal. For these skew-free cameras this
         # equals normalize_with_intrinsics(project(kc, K) + noise, K), without the round trip.
-        f = K[:, None, None, 0, 0]  # (B, 1, 1)
-        ray = kc[..., :2] / kc[..., 2:].clamp_min(1e-6)
+        f = K[:, 0, 0, None]  # (B, 1)
+        iz = 1 / kz.clamp_min(1e-6)
+        rx, ry = kx * iz, ky * iz
         if cfg.noise > 0:
             height_m = (lengths[:, 0] * height_path).sum(-1)  # (B,)
-            size_px = f[:, 0, 0] * height_m / xc[:, c, root, 2]
+            size_px = f[:, 0] * height_m / xc[:, 2, root]
             sigma = (cfg.noise * size_px)[:, None, None] * noise_scale  # (B, 1, J)
-            noise = pa.keypoint_noise((B, R, J), sigma, generator, cfg.outlier_prob)
-            ray = ray + noise / f[..., None]
-        if cfg.normalize == "intrinsics":
-            kp = ray
-        else:  # VideoPose3D screen normalisation of the pixels
-            pixels = ray * f[..., None] + K[:, None, None, :2, 2]
-            w = size[:, 0, None, None, None]
-            shift = torch.stack([torch.ones_like(size[:, 0]), size[:, 1] / size[:, 0]], -1)
-            kp = pixels / w * 2 - shift[:, None, None]
-        target = (xc[:, c] - xc[:, c, root : root + 1]).unsqueeze(1)
+            sigma = sigma.expand(B, R, J).reshape(B, R * J)
+            nx, ny = pa.keypoint_noise((B, R * J), sigma, generator, cfg.outlier_prob).unbind(-1)
+            rx, ry = rx + nx / f, ry + ny / f
+        if cfg.normalize == "screen":  # VideoPose3D screen normalisation of the pixels
+            w = size[:, 0, None]
+            rx = (rx * f + K[:, 0, 2, None]) / w * 2 - 1
+            ry = (ry * f + K[:, 1, 2, None]) / w * 2 - size[:, 1, None] / w
+        kp = torch.stack([rx, ry], -1).reshape(B, R, J, 2)
+        target = (xc - xc[:, :, root : root + 1]).transpose(1, 2).unsqueeze(1)  # (B, 1, J, 3)
         if cfg.flip > 0:  # mirror the scene (camera x) and swap left/right joints
             m = (torch.rand(B, generator=generator, device=dev) < cfg.flip)[:, None, None, None]
             fi = sk.tensor("flip_index", dev)
@@ -289,7 +292,7 @@ class KinematicAugmenter:
             tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
             target = torch.where(m, tf, target)
         kp, mask = pa.drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
-        root_cam = xc[:, c, root]
+        root_cam = xc[:, :, root]
         return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
                 "root": root_cam}  # fmt: skip
 

@@ -45,7 +45,6 @@ import torch
 from ..skeleton import Skeleton
 from ._checks import check_last_dims, check_tensor
 from .camera import intrinsic_matrix, look_at
-from .kinematics import bone_vectors
 from .rotations import euler_to_matrix
 
 __all__ = [
@@ -275,9 +274,25 @@ Quat = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _vec(x: torch.Tensor) -> Vec:
-    """``(..., n, 3)`` -> components ``(..., n)``."""
-    a, b, c = x.unbind(-1)
+    """``(..., n, 3)`` -> contiguous components ``(..., n)`` (one copy)."""
+    a, b, c = x.transpose(-1, -2).contiguous().unbind(-2)
     return a, b, c
+
+
+def _bones_t(joints: torch.Tensor, skeleton: Skeleton) -> Vec:
+    """Bone vectors as contiguous components ``(..., S)``: one product with the ``(J, S)``
+    incidence matrix on the coordinate-major joints."""
+    inc = skeleton.bone_matrix(1, joints.device, joints.dtype)  # (J, S): child +1, parent -1
+    a, b, c = (joints.transpose(-1, -2) @ inc).unbind(-2)
+    return a, b, c
+
+
+def _compose_t(bones: Vec, root: torch.Tensor, skeleton: Skeleton) -> torch.Tensor:
+    """Joints ``(..., J, 3)`` (a transposed view of coordinate-major memory) from bone
+    components and the root ``(..., 3)``: one product with the ``(S, J)`` path matrix."""
+    path = skeleton.tensor("path", root.device, root.dtype)  # (J, S)
+    joints_t = torch.stack(bones, -2) @ path.T + root.unsqueeze(-1)  # (..., 3, J)
+    return joints_t.transpose(-1, -2)
 
 
 def _stack(v: Vec) -> torch.Tensor:
@@ -520,7 +535,7 @@ def _limit_geometry(joints, skeleton, limits, frames):
     fwd``, bone direction ``d`` and reference axis ``a`` (components ``(..., L)``)."""
     plan = _plan(skeleton, limits, frames, joints.device, joints.dtype)
     p = _vec(joints)
-    bones = _vec(bone_vectors(joints, skeleton))
+    bones = _bones_t(joints, skeleton)
     left, up, fwd = (_select(v, plan.frame) for v in _frame_axes(p, skeleton, frames))
     out = _scale(left, plan.side)
     d = _unit(_select(bones, plan.bone_d))
@@ -630,7 +645,7 @@ def apply_rotations(
     check_tensor("rotations", rotations, 2)
     check_last_dims("rotations", rotations, (len(limits), 4), f"L={len(limits)} quaternions")
     plan = _chain_plan(skeleton, limits, joints.device)
-    bones = _vec(bone_vectors(joints, skeleton))
+    bones = _bones_t(joints, skeleton)
     if lengths is not None:
         check_tensor("lengths", lengths)
         check_last_dims("lengths", lengths, (skeleton.num_bones,), f"S={skeleton.num_bones}")
@@ -643,10 +658,8 @@ def apply_rotations(
     for level in plan.levels:  # G[j] = G[chain parent] q[j], a loop over depth levels
         G = _where(level, _quat_mul(_select(G, plan.chain_parent), q), G)
     moved = _quat_rotate(_select(G, plan.bone_chain), bones)  # components (..., S)
-    lead = moved[0].shape[:-1]
-    path = skeleton.tensor("path", joints.device, joints.dtype)  # (J, S)
-    root = joints[..., skeleton.root, :].expand(*lead, 3)
-    return torch.stack([c @ path.T for c in moved], -1) + root.unsqueeze(-2)
+    root = joints[..., skeleton.root, :].expand(*moved[0].shape[:-1], 3)
+    return _compose_t(moved, root, skeleton)
 
 
 def set_bone_lengths(
@@ -665,12 +678,10 @@ def set_bone_lengths(
     _check_joints("joints", joints, skeleton)
     check_tensor("lengths", lengths)
     check_last_dims("lengths", lengths, (skeleton.num_bones,), f"S={skeleton.num_bones}")
-    bones = bone_vectors(joints, skeleton)
-    bones = bones * (lengths.to(joints.dtype) / _norm(_vec(bones)).clamp_min(1e-12)).unsqueeze(-1)
-    lead = bones.shape[:-2]
-    path = skeleton.tensor("path", joints.device, joints.dtype)  # (J, S)
-    flat = bones.transpose(-1, -2) @ path.T  # (..., 3, J): one GEMM per coordinate row
-    return flat.transpose(-1, -2) + joints[..., skeleton.root, :].expand(*lead, 3).unsqueeze(-2)
+    bones = _bones_t(joints, skeleton)
+    bones = _scale(bones, lengths.to(joints.dtype) / _norm(bones).clamp_min(1e-12))
+    root = joints[..., skeleton.root, :].expand(*bones[0].shape[:-1], 3)
+    return _compose_t(bones, root, skeleton)
 
 
 def rotate_joints(
@@ -961,16 +972,14 @@ def fit_in_frame(
             f"points, K and size need the same first dim, got {points.shape[0]}, "
             f"{K.shape[0]}, {size.shape[0]}"
         )
-    p = points.reshape(n, -1, 3)
-    f = torch.stack([K[:, 0, 0], K[:, 1, 1]], -1)[:, None]  # (n, 1, 2)
-    c = K[:, None, :2, 2]
-    lo = (margin * size)[:, None]
-    hi = ((1 - margin) * size)[:, None]
-    xy = p[..., :2]
-    room = torch.where(xy > 0, hi - c, c - lo).clamp_min(1e-6)  # pixels to the edge
-    need = (f * xy.abs() / room).amax(-1)  # (n, P) depth each point needs
-    need = torch.maximum(need, torch.full_like(need, min_depth))
-    return (need - p[..., 2]).amax(-1).clamp_min(0)
+    x, y, z = points.reshape(n, -1, 3).unbind(-1)  # (n, P) each
+    need = torch.full_like(z, min_depth)
+    for coord, axis in ((x, 0), (y, 1)):  # the two image axes
+        f, c = K[:, axis, axis, None], K[:, axis, 2, None]
+        lo, hi = margin * size[:, axis, None], (1 - margin) * size[:, axis, None]
+        room = torch.where(coord > 0, hi - c, c - lo).clamp_min(1e-6)  # pixels to the edge
+        need = torch.maximum(need, f * coord.abs() / room)  # depth each point needs
+    return (need - z).amax(-1).clamp_min(0)
 
 
 # ============================================================================ detector model
@@ -1054,7 +1063,8 @@ def derive_joints(
             chain).
 
     Returns:
-        ``(..., J, D)``: one ``(J, J)`` matrix product.
+        ``(..., J, D)``: one ``(J, J)`` matrix product (a transposed view of ``(..., D, J)``
+        memory).
     """
     check_tensor("points", points, 2)
     check_last_dims("points", points, (skeleton.num_joints, None), f"J={skeleton.num_joints}")
@@ -1066,9 +1076,7 @@ def derive_joints(
         for n, w in src.items():
             rows[r, _names_index(skeleton, [n], "rules (source)")[0]] += w
     W = W.index_copy(0, tgt, rows.to(points.device, points.dtype))
-    D = points.shape[-1]
-    M = torch.kron(W.T.contiguous(), torch.eye(D, dtype=W.dtype, device=W.device))  # (J*D, J*D)
-    return (points.flatten(-2) @ M).unflatten(-1, (J, D))  # one GEMM
+    return (points.transpose(-1, -2) @ W.T).transpose(-1, -2)  # one product, (..., D, J)
 
 
 # ============================================================================ 2D noise
