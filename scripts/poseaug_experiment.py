@@ -94,7 +94,7 @@ def train(cfg: SynthConfig, steps: int, seed: int, out: Path, batch: int = 256) 
         t_step += t2 - t1
         if step % 100 == 0:
             elapsed = time.perf_counter() - t_start
-            row = {"step": step, "s": round(elapsed, 1), "loss": float(res["loss"]),
+            row = {"step": step, "s": round(elapsed, 1), "loss": float(res["loss"].detach()),
                    "mpjpe_mm": float(res["mpjpe_mm"])}  # fmt: skip
             log.append(row)
             print(row, flush=True)

@@ -36,6 +36,7 @@ degrees, for reading).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -259,6 +260,12 @@ def _check_range(name: str, r: Sequence[float], low: float | None = None) -> tup
     if low is not None and r[0] < low:
         raise ValueError(f"{name} must be >= {low}, got {tuple(r)}")
     return float(r[0]), float(r[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _const(values: tuple, device: torch.device, dtype: torch.dtype | None) -> torch.Tensor:
+    """A constant table as a tensor on ``device``, built once (no per-batch host copies)."""
+    return torch.tensor(values, device=device, dtype=dtype)
 
 
 def _uniform(shape, generator: torch.Generator, lo, hi, dtype) -> torch.Tensor:
@@ -754,9 +761,9 @@ def sample_joint_angles(
     L = len(limits)
     lim = list(limits.values())
     dev = generator.device
-    swing = torch.tensor([math.radians(v.swing_deg) for v in lim], device=dev, dtype=dtype)
-    twist = torch.tensor([math.radians(v.twist_deg) for v in lim], device=dev, dtype=dtype)
-    hinge = torch.tensor([v.kind == "hinge" for v in lim], device=dev)
+    swing = _const(tuple(math.radians(v.swing_deg) for v in lim), dev, dtype)
+    twist = _const(tuple(math.radians(v.twist_deg) for v in lim), dev, dtype)
+    hinge = _const(tuple(v.kind == "hinge" for v in lim), dev, None)
     g = torch.randn((*shape, L, 3), generator=generator, device=dev, dtype=dtype)
     r = torch.rand((*shape, L, 1), generator=generator, device=dev, dtype=dtype).pow(1 / 3)
     ball = g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12) * r
@@ -853,9 +860,8 @@ def sample_global_angles(
         if not 0 <= v <= 180:
             raise ValueError(f"{name} must be in [0, 180], got {v}")
     u = _uniform((*shape, 3), generator, -1.0, 1.0, dtype)
-    return u * u.new_tensor(
-        [math.radians(yaw_deg), math.radians(pitch_deg), math.radians(roll_deg)]
-    )
+    scale = (math.radians(yaw_deg), math.radians(pitch_deg), math.radians(roll_deg))
+    return u * _const(scale, generator.device, dtype)
 
 
 # ============================================================================ cameras
@@ -911,7 +917,7 @@ def sample_cameras(
             f"{principal_offset}, {off_centre}"
         )
     dtype, dev = target.dtype, generator.device
-    sizes = torch.tensor(image_sizes, dtype=dtype, device=dev)
+    sizes = _const(tuple(tuple(int(v) for v in s) for s in image_sizes), dev, dtype)
     pick = torch.randint(len(image_sizes), (n,), generator=generator, device=dev)
     size = sizes[pick]  # (n, 2)
     u = torch.rand(n, 9, generator=generator, device=dev, dtype=dtype)
@@ -1044,8 +1050,8 @@ def sample_detector_offsets(
     if scale < 0:
         raise ValueError(f"scale must be >= 0, got {scale}")
     dev = generator.device
-    mean = torch.tensor([o.mean for o in offsets.values()], dtype=dtype, device=dev)
-    spread = torch.tensor([o.spread for o in offsets.values()], dtype=dtype, device=dev)
+    mean = _const(tuple(o.mean for o in offsets.values()), dev, dtype)
+    spread = _const(tuple(o.spread for o in offsets.values()), dev, dtype)
     u = _uniform((*shape, len(offsets), 3), generator, -1.0, 1.0, dtype)
     return scale * (mean + u * spread)
 
