@@ -47,6 +47,7 @@ import torch
 import yaml
 
 from tensorpose import metrics
+from tensorpose.config import config_for
 from tensorpose.data.mocap import CameraSpec, LiftingSet, load_bvh_sequences
 from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
 from tensorpose.io.openpose import LAYOUTS, bundled_tracks, load_openpose
@@ -58,7 +59,7 @@ from tensorpose.ops.poseaug import (
     derive_joints,
     normalize_with_intrinsics,
 )
-from tensorpose.tasks import LiftingTask
+from tensorpose.tasks.lifting import LiftingTask
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACKS = ROOT / "tensorpose" / "assets" / "tracks" / "openpose_body25b"
@@ -73,7 +74,9 @@ def train(cfg: SynthConfig, steps: int, seed: int, out: Path, batch: int = 256) 
     seqs, sk = load_bvh_sequences(["131_01", "131_02"], None, 30.0)
     g = torch.Generator().manual_seed(seed)
     model = TemporalLifter(sk, 27, 256, 0.25, "kinematic").train()
-    task = LiftingTask(model, None)  # MPJPE + bone-length (1.0) + direction (0.1) terms
+    task = LiftingTask(
+        model, config_for("lift")
+    )  # MPJPE + bone-length (1.0) + direction (0.1) terms
     sampler = SyntheticLiftingBatches([s.positions for s in seqs], sk, batch, 27, g, cfg)
     lr0 = 1e-3
     opt = torch.optim.Adam(model.parameters(), lr=lr0, amsgrad=True)
@@ -130,41 +133,23 @@ def load(path: Path) -> tuple[TemporalLifter, str]:
         model = TemporalLifter(skeletons.get("h36m17"), 27, 256, 0.25, "kinematic")
         model.load_state_dict(payload["model"])
         return model.eval(), payload["synth"]["normalize"]
-    from tensorpose.train.trainer import load_model
+    from tensorpose.inference import load_model
 
-    model, _, _ = load_model(path)
-    return model.eval(), "screen"
+    _, model, cfg, _ = load_model(path, "cpu")
+    return model.eval(), cfg.data.normalization
 
 
 # ---------------------------------------------------------------------- mocap hold-outs
-class _Normalised:
-    """A LiftingSet whose clips' 2D inputs are ``K^-1 [u, v, 1]`` (everything else delegated)."""
-
-    def __init__(self, data: LiftingSet, K: torch.Tensor) -> None:
-        self.data, self.K = data, K
-        self.clips, self.skeleton = data.clips, data.skeleton
-
-    def clip_groups(self):
-        return self.data.clip_groups()
-
-    def clip_arrays(self, i: int) -> dict[str, torch.Tensor]:
-        out = self.data.clip_arrays(i)
-        c = self.data.clips[i]
-        px = self.data.pixels[c.start : c.start + c.length]
-        out["keypoints"] = normalize_with_intrinsics(px, self.K)
-        return out
-
-
 def eval_mocap(model: TemporalLifter, normalize: str) -> dict[str, dict]:
-    task = LiftingTask(model, None)
+    task = LiftingTask(model, config_for("lift"))
     spec = CameraSpec()
     out = {}
     for key, name in HOLDOUTS.items():
         seqs, sk = load_bvh_sequences([name], None, 30.0)
         data = LiftingSet.from_world(seqs, sk, 4, 0, spec)
         if normalize == "intrinsics":
-            data = _Normalised(data, spec.K())
-        m = task.evaluate(data, None)
+            data = data.with_intrinsics(spec.K())
+        m = task.evaluate(data)
         out[key] = {k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()}
     return out
 
