@@ -155,3 +155,14 @@ def test_kinematic_batches_pass_through_prepare():
     res = task(out)
     res["loss"].backward()
     assert torch.isfinite(res["loss"])
+
+
+def test_bundled_wild_lifter_loads():
+    path = ROOT / "tensorpose" / "assets" / "models" / "lifter_wild.pt"
+    assert path.stat().st_size <= 20e6
+    _, model, cfg, extra = load_model(path, "cpu")
+    assert cfg.task == "lift" and cfg.data.normalization == "intrinsics"
+    assert cfg.data.augment == "kinematic" and not model.training
+    assert extra["mean_pose"].shape == (17, 3)
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    assert not {"optimizer", "scheduler", "rng", "history"} & set(payload)
