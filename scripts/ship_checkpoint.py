@@ -20,7 +20,7 @@ def main() -> None:
     ap.add_argument("checkpoint", help="a checkpoint.pt / best.pt written by training")
     ap.add_argument("out", help="the model file to write")
     args = ap.parse_args()
-    task, model, cfg, extra = load_model(args.checkpoint, "cpu")
+    _, model, cfg, extra = load_model(args.checkpoint, "cpu")
     path = save_checkpoint(args.out, model, config_to_dict(cfg), extra)
     load_model(path, "cpu")  # reads back (checksums verified)
     print(f"{path}: {Path(path).stat().st_size / 1e6:.2f} MB ({cfg.task}, {type(model).__name__})")
