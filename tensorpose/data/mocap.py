@@ -39,6 +39,7 @@ from ..ops.camera import (
     virtual_cameras,
     world_to_camera,
 )
+from ..ops.poseaug import normalize_with_intrinsics
 from ..skeleton import Skeleton
 
 __all__ = [
@@ -370,8 +371,12 @@ class LiftingSet:
         width: int,
         height: int,
         fps: float = float("nan"),
+        intrinsics: torch.Tensor | None = None,
     ) -> None:
         self.pixels, self.targets, self.valid = pixels, targets, valid
+        if intrinsics is not None and tuple(intrinsics.shape) != (3, 3):
+            raise ValueError(f"intrinsics must have shape (3, 3), got {tuple(intrinsics.shape)}")
+        self.intrinsics = None if intrinsics is None else intrinsics.to(pixels)
         self.clips, self.skeleton = clips, skeleton
         self.width, self.height, self.fps = width, height, fps
         lengths = torch.tensor([c.length for c in clips], dtype=torch.long)
@@ -502,8 +507,22 @@ class LiftingSet:
             self.width,
             self.height,
             self.fps,
+            self.intrinsics,
         )
         return out
+
+    def with_intrinsics(self, K: torch.Tensor | None) -> LiftingSet:
+        """The same set whose 2D inputs are normalised as ``K^-1 [u, v, 1]`` with ``K (3, 3)``
+        (the cameras' intrinsics); ``None``: screen normalisation by the image width."""
+        return LiftingSet(self.pixels, self.targets, self.valid, self.clips, self.skeleton,
+                          self.width, self.height, self.fps, K)  # fmt: skip
+
+    def normalize(self, pixels: torch.Tensor) -> torch.Tensor:
+        """2D inputs of the model from ``pixels (..., J, 2)``: ``K^-1 [u, v, 1]`` when the set
+        has ``intrinsics``, else VideoPose3D screen normalisation by the image width."""
+        if self.intrinsics is not None:
+            return normalize_with_intrinsics(pixels, self.intrinsics)
+        return normalize_screen(pixels, self.width, self.height)
 
     def __len__(self) -> int:
         return int(self.target_frames.numel())
@@ -532,7 +551,8 @@ class LiftingSet:
     ) -> dict[str, torch.Tensor]:
         """Assemble a training batch for target ``frames (B,)`` (flat indices).
 
-        Returns ``keypoints (B, R, J, 2)`` screen-normalised windows and ``target (B, 1, J, 3)``.
+        Returns ``keypoints (B, R, J, 2)`` normalised windows (:meth:`normalize`) and
+        ``target (B, 1, J, 3)``.
         With ``flip_prob > 0`` a random subset (drawn with ``generator`` on the set's device) is
         mirrored: normalised x and camera X negated, left/right joints swapped, 2D and 3D
         together.
@@ -540,7 +560,7 @@ class LiftingSet:
         B = frames.shape[0]
         idx = self.window_indices(frames, receptive_field)  # (B, R)
         kp = self.pixels.index_select(0, idx.reshape(-1)).reshape(B, receptive_field, -1, 2)
-        kp = normalize_screen(kp, self.width, self.height)
+        kp = self.normalize(kp)
         target = self.targets.index_select(0, frames).unsqueeze(1)  # (B, 1, J, 3)
         if flip_prob > 0:
             flip = torch.rand(B, device=frames.device, generator=generator) < flip_prob
@@ -554,7 +574,7 @@ class LiftingSet:
         """Clip ``i``: ``keypoints (T, J, 2)`` normalised, ``target (T, J, 3)``, ``valid (T,)``."""
         c = self.clips[i]
         sl = slice(c.start, c.start + c.length)
-        kp = normalize_screen(self.pixels[sl], self.width, self.height)
+        kp = self.normalize(self.pixels[sl])
         return {"keypoints": kp, "target": self.targets[sl], "valid": self.valid[sl]}
 
     def clip_groups(self) -> list[list[int]]:

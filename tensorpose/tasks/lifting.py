@@ -5,24 +5,90 @@ Data path: :func:`tensorpose.data.mocap.load_lifting_split` (BVH or npz -> a
 target frames) -> :meth:`LiftingTask.prepare` (window gather + flip, on the device) ->
 :class:`~tensorpose.models.lifter.TemporalLifter` -> :mod:`tensorpose.losses` (MPJPE + bone
 terms) -> :mod:`tensorpose.metrics` in :meth:`LiftingTask.evaluate`.
+
+With ``data.augment: kinematic`` the training batches come from
+:class:`~tensorpose.data.synth.SyntheticLiftingBatches` instead (the world training sequences
+with random joint rotations, bone lengths, cameras, detector offsets, noise and dropped joints,
+settings in the ``data.synth`` section); validation stays the held-out sequences seen by the
+``data`` virtual cameras.
+
+2D inputs (``data.normalization``): ``screen`` (VideoPose3D: pixels / image width to [-1, 1])
+or ``intrinsics`` (``K^-1 [u, v, 1]``, the camera's ray at unit depth: independent of image
+size and focal length; at inference K comes from a calibration or a default focal).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import torch
 
 from .. import losses, metrics, skeletons
 from ..config import Config, ConfigError, check_min, choices, valid
-from ..data.mocap import CameraSpec, LiftingSet, load_lifting_split
+from ..data.mocap import (
+    CameraSpec,
+    LiftingSet,
+    MocapSequence,
+    load_bvh_sequences,
+    load_lifting_split,
+    load_npz,
+)
+from ..data.synth import SynthConfig, SyntheticLiftingBatches
 from ..models.lifter import TemporalLifter, filter_widths_for
 from ..ops.kinematics import decompose
 from .base import Field, Task, check_batch, eval_mode, unwrap
 
-__all__ = ["FrameBatches", "LiftDataConfig", "LiftModelConfig", "LiftingTask"]
+__all__ = ["FrameBatches", "LiftDataConfig", "LiftModelConfig", "LiftSynthConfig", "LiftingTask"]
+
+_SYNTH = SynthConfig()  # the defaults of the data.synth section
+
+
+@dataclass
+class LiftSynthConfig:
+    """Kinematic augmentation (the ``data.synth`` section, used with ``data.augment:
+    kinematic``): the fields of :class:`~tensorpose.data.synth.SynthConfig` (see there), ranges
+    as ``[low, high]``; the 2D normalisation is ``data.normalization``."""
+
+    joint_scale: float = _SYNTH.joint_scale
+    bone_scale: list[float] = field(default_factory=lambda: list(_SYNTH.bone_scale))
+    bone_group_scale: float = _SYNTH.bone_group_scale
+    flip: float = _SYNTH.flip
+    yaw_deg: float = _SYNTH.yaw_deg
+    pitch_deg: float = _SYNTH.pitch_deg
+    roll_deg: float = _SYNTH.roll_deg
+    image_sizes: list[list[int]] = field(
+        default_factory=lambda: [list(s) for s in _SYNTH.image_sizes]
+    )
+    fov_deg: list[float] = field(default_factory=lambda: list(_SYNTH.fov_deg))
+    principal_offset: float = _SYNTH.principal_offset
+    distance_m: list[float] = field(default_factory=lambda: list(_SYNTH.distance_m))
+    elevation_deg: list[float] = field(default_factory=lambda: list(_SYNTH.elevation_deg))
+    camera_roll_deg: float = _SYNTH.camera_roll_deg
+    off_centre: float = _SYNTH.off_centre
+    margin: float = _SYNTH.margin
+    offsets: float = _SYNTH.offsets
+    derive: bool = _SYNTH.derive
+    noise: float = _SYNTH.noise
+    outlier_prob: float = _SYNTH.outlier_prob
+    drop_prob: float = _SYNTH.drop_prob
+    drop_window_prob: float = _SYNTH.drop_window_prob
+    fill: float = _SYNTH.fill
+    speed: list[float] = field(default_factory=lambda: list(_SYNTH.speed))
+    time_jitter: float = _SYNTH.time_jitter
+
+    def synth_config(self, normalize: str) -> SynthConfig:
+        """These settings as a :class:`SynthConfig` with 2D normalisation ``normalize``.
+
+        Raises:
+            ConfigError: a setting out of range (naming it).
+        """
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        try:
+            return SynthConfig.from_dict({**d, "normalize": normalize})
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"data.synth: {e}") from None
 
 
 @dataclass
@@ -54,11 +120,21 @@ class LiftDataConfig:
     )
     distance_m: list[float] = field(default_factory=lambda: [3.0, 6.0], metadata=valid(0.5, 1000))
     flip: float = field(default=0.5, metadata=valid(0, 1))
-    """Probability of a left/right flip per training sample."""
+    """Probability of a left/right flip per training sample (``augment: none``; the kinematic
+    augmentation has its own ``synth.flip``)."""
+    normalization: str = field(default="screen", metadata=choices("screen", "intrinsics"))
+    """2D inputs: ``screen`` (pixels / image width) or ``intrinsics`` (``K^-1 [u, v, 1]``)."""
+    augment: str = field(default="none", metadata=choices("none", "kinematic"))
+    """``none``: the training sequences through ``train_cameras`` fixed virtual cameras;
+    ``kinematic``: endless synthetic batches (``synth`` settings, ``steps_per_epoch``)."""
+    steps_per_epoch: int = field(default=100, metadata=valid(1, 10**7))
+    """Batches per epoch with ``augment: kinematic``."""
+    synth: LiftSynthConfig = field(default_factory=LiftSynthConfig)
 
     def validate(self, cfg: Config) -> None:
         check_min(
             (
+                ("data.steps_per_epoch", self.steps_per_epoch, 1),
                 ("data.train_cameras", self.train_cameras, 1),
                 ("data.val_cameras", self.val_cameras, 1),
                 ("data.width", self.width, 1),
@@ -75,6 +151,8 @@ class LiftDataConfig:
             raise ConfigError(f"data.fps must be positive, got {self.fps}")
         if self.source == "npz" and not self.npz:
             raise ConfigError("data.source is npz but data.npz (the file) is empty")
+        if self.augment == "kinematic":
+            self.synth.synth_config(self.normalization)
 
     def camera_spec(self) -> CameraSpec:
         """The virtual cameras' intrinsics and placement ranges."""
@@ -147,7 +225,7 @@ class LiftingTask(Task):
     data_config = LiftDataConfig
     model_config = LiftModelConfig
     contract: ClassVar[dict[str, Field]] = {
-        "keypoints": Field(("B", "R", "J", 2), torch.float32),  # screen-normalised windows
+        "keypoints": Field(("B", "R", "J", 2), torch.float32),  # normalised windows
         "target": Field(("B", 1, "J", 3), torch.float32),  # root-relative, camera, metres
     }
     best_metric = ("val_mpjpe_mm", "min")
@@ -179,17 +257,56 @@ class LiftingTask(Task):
                    source: str | None = None) -> LiftingSet:  # fmt: skip
         """A split of this config's data (``mapping``/``source``: default the config's)."""
         d = self.cfg.data
-        return load_lifting_split(
-            entries, self.skeleton, cameras, d.camera_spec(), source=source or d.source,
+        spec = d.camera_spec()
+        data = load_lifting_split(
+            entries, self.skeleton, cameras, spec, source=source or d.source,
             npz=d.npz, mapping=d.mapping if mapping is None else mapping, fps=d.fps,
             up_axis=d.up_axis, seed=d.seed,
         )  # fmt: skip
+        # the virtual cameras all share the spec's intrinsics
+        return data.with_intrinsics(spec.K()) if d.normalization == "intrinsics" else data
+
+    def load_world(self, entries: list[str]) -> list[MocapSequence]:
+        """World sequences of ``entries`` (BVH files/bundled names, or npz world entries)."""
+        d = self.cfg.data
+        if d.source == "npz":
+            world, clips = load_npz(d.npz, self.skeleton, entries, d.up_axis)
+            if clips:
+                raise ConfigError(
+                    "data.augment: kinematic needs world-coordinate sequences, but "
+                    f"{d.npz} has per-camera 2D entries for {entries}"
+                )
+            return world
+        seqs, sk = load_bvh_sequences(entries, d.mapping or None, d.fps)
+        if sk != self.skeleton:
+            raise ConfigError(
+                f"the BVH mapping produces skeleton {sk.name!r} but the model's skeleton is "
+                f"{self.skeleton.name!r}"
+            )
+        return seqs
 
     def setup(self, device: torch.device, rank: int = 0, world: int = 1) -> None:
         """Train and validation sets (split by sequence) on ``device``; batches of frames."""
         d, t = self.cfg.data, self.cfg.train
-        self.train_set = self.load_split(d.train, d.train_cameras).to(device)
         self.val_set = self.load_split(d.val, d.val_cameras).to(device)
+        if d.augment == "kinematic":  # each rank its own stream of batch_size / world windows
+            self.train_set = None
+            self.generator = torch.Generator(device=device).manual_seed(t.seed + rank)
+            rf = unwrap(self.model).receptive_field()
+            world_seqs = [s.positions for s in self.load_world(d.train)]
+            self.train_batches = SyntheticLiftingBatches(
+                world_seqs, self.skeleton,
+                t.batch_size // world, rf, self.generator,
+                d.synth.synth_config(d.normalization), d.steps_per_epoch,
+            )  # fmt: skip
+            # the trivial baseline: mean target of a fixed-seed synthetic sample
+            g = torch.Generator(device=device).manual_seed(t.seed)
+            ref = SyntheticLiftingBatches(
+                world_seqs, self.skeleton, 4096, 1, g, self.train_batches.config
+            )
+            self.mean_pose = ref.sample()["target"][:, 0].mean(0)
+            return
+        self.train_set = self.load_split(d.train, d.train_cameras).to(device)
         self.mean_pose = self.train_set.mean_pose()
         self.generator = torch.Generator(device=device).manual_seed(t.seed)
         self.train_batches = FrameBatches(self.train_set, t.batch_size, self.generator, rank, world)
@@ -204,9 +321,13 @@ class LiftingTask(Task):
         return self.load_split(d.val, d.val_cameras, mapping).to(device)
 
     def prepare(self, batch: dict) -> dict:
-        """Window gather and random flip, on the device (same generator as the shuffle)."""
+        """Window gather and random flip, on the device (same generator as the shuffle);
+        synthetic batches (``keypoints``, ``target``, ...) pass through."""
         rf = unwrap(self.model).receptive_field()
-        out = self.train_set.batch(batch["frames"], rf, self.cfg.data.flip, self.generator)
+        if "frames" in batch:
+            out = self.train_set.batch(batch["frames"], rf, self.cfg.data.flip, self.generator)
+        else:
+            out = {"keypoints": batch["keypoints"], "target": batch["target"]}
         return check_batch(out, self.contract, R=rf, J=self.skeleton.num_joints)
 
     def extra(self) -> dict:

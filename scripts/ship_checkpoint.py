@@ -1,0 +1,30 @@
+"""Write a training checkpoint as a shipped model file: weights, config and the task's extra
+data (e.g. the lifter's mean pose) with their checksums; no optimiser, scheduler or RNG state.
+
+    PYTHONPATH=. python scripts/ship_checkpoint.py runs/lift_wild/best.pt \
+        tensorpose/assets/models/lifter_wild.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tensorpose.config import config_to_dict
+from tensorpose.inference import load_model
+from tensorpose.train.checkpoint import save_checkpoint
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkpoint", help="a checkpoint.pt / best.pt written by training")
+    ap.add_argument("out", help="the model file to write")
+    args = ap.parse_args()
+    _, model, cfg, extra = load_model(args.checkpoint, "cpu")
+    path = save_checkpoint(args.out, model, config_to_dict(cfg), extra)
+    load_model(path, "cpu")  # reads back (checksums verified)
+    print(f"{path}: {Path(path).stat().st_size / 1e6:.2f} MB ({cfg.task}, {type(model).__name__})")
+
+
+if __name__ == "__main__":
+    main()
