@@ -305,8 +305,6 @@ class Lifter:
         normalization: ``"screen"`` or ``"intrinsics"``.
         skeleton_out: the output joints (``h36m17``).
         path: the checkpoint file.
-        default_focal_per_px: intrinsics models: focal length per pixel of ``max(w, h)`` when
-            only the image size is known (that of the training cameras).
     """
 
     kind: str
@@ -315,7 +313,6 @@ class Lifter:
     normalization: str
     skeleton_out: Skeleton
     path: Path
-    default_focal_per_px: float = 1.145
 
     @property
     def device(self) -> torch.device:
@@ -380,10 +377,9 @@ def load_lifter(
     norm = getattr(d, "normalization", "screen")
     if norm not in ("screen", "intrinsics"):
         raise ValueError(f"{path}: unknown data.normalization {norm!r}")
-    focal = float(d.focal) / max(int(d.width), int(d.height))
     if model.skeleton.names != h36m.names:
         raise ValueError(f"{path}: lifter of skeleton {model.skeleton}, lift feeds h36m17 joints")
-    return Lifter("tensorpose", model, "h36m17", norm, model.skeleton, path, focal)
+    return Lifter("tensorpose", model, "h36m17", norm, model.skeleton, path)
 
 
 def normalize_input(
@@ -391,7 +387,6 @@ def normalize_input(
     normalization: str,
     size: tuple[int, int] | None,
     K: torch.Tensor | None = None,
-    focal_per_px: float = 1.145,
     dist: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``pixels (T, J, 2)`` -> the model's input coordinates.
@@ -400,10 +395,12 @@ def normalize_input(
     pixels as observed; the lens distortion is not removed).
     ``intrinsics``: ``K^-1 [u, v, 1]`` (its ``x, y``), ``K (3, 3)`` from a calibration (with
     ``dist (5,)`` the lens distortion removed first,
-    :func:`tensorpose.ops.camera.undistort_points`), else a pinhole camera with focal
-    ``focal_per_px * max(w, h)`` and the principal point at the image centre.
+    :func:`tensorpose.ops.camera.undistort_points`), else the default camera of an unknown
+    recording, :func:`tensorpose.ops.poseaug.default_intrinsics` (the rule the kinematic
+    augmentation trains with).
     """
     from .ops.camera import normalize_screen, undistort_points
+    from .ops.poseaug import default_intrinsics
 
     if normalization == "screen":
         if size is None:
@@ -420,8 +417,7 @@ def normalize_input(
                 "this lifter takes camera-normalised keypoints and needs the intrinsics or the "
                 "image size: pass --calib FILE --camera NAME, or --size WxH"
             )
-        f = focal_per_px * max(size)
-        K = torch.tensor([[f, 0, size[0] / 2], [0, f, size[1] / 2], [0, 0, 1]])
+        K = default_intrinsics(float(size[0]), float(size[1]), dtype=torch.float64)
     K = K.to(pixels)
     if dist is not None:
         return undistort_points(pixels, K, dist.to(pixels))
@@ -516,7 +512,7 @@ def lift_keypoints(
     missing = ~(torch.isfinite(j[..., :2]).all(-1) & (j[..., 2] >= min_confidence))
     skel = skeletons.get(lifter.joints_in)
     px = bridge_missing(j[..., :2], missing, skel.names)
-    x = normalize_input(px, lifter.normalization, size, K, lifter.default_focal_per_px, dist)
+    x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)
     return {
         "joints": joints.cpu(),
