@@ -188,3 +188,20 @@ def test_demo_twice_never_touches_the_first_run(tmp_path):
     assert any("writing" in s and "demo_kinematic_2" in s for s in said)
     assert {p.name: p.read_bytes() for p in first["run_dir"].iterdir() if p.is_file()} == before
     assert second["metrics"]["mpjpe_mm"] == first["metrics"]["mpjpe_mm"]  # same numbers
+
+
+def test_2d_sigint_mid_epoch_then_resume_equals_the_uninterrupted_run(tmp_path, monkeypatch):
+    """The 2D loader replays the interrupted epoch (same shuffle and CPU augmentation, seeded by
+    seed and epoch) and skips the batches already trained: the same weights bit for bit."""
+    tiny = ["task=heatmap", "model.depth=10", "model.width=8", "data.input_size=[64, 64]",
+            "data.people=6", "train.batch_size=2", "train.epochs=2", "data.backend=cpu",
+            "train.device=cpu", "train.log_every=1", "train.tensorboard=false",
+            "train.threads=1", f"train.out_dir={tmp_path}"]  # fmt: skip
+    ref = train(load_config(None, [*tiny, "train.name=full"]), progress=False)["run_dir"]
+    monkeypatch.setenv(SIGNAL_AFTER_STEP_ENV, "INT:4")  # epoch 2, batch 1 of 3
+    assert main(["train", *tiny, "train.name=run", "--quiet"]) == 130
+    assert load_checkpoint(tmp_path / "run" / "checkpoint.pt")["position"]["batch"] == 1
+    monkeypatch.delenv(SIGNAL_AFTER_STEP_ENV)
+    assert main(["train", "--resume", str(tmp_path / "run"), "--quiet"]) == 0
+    assert same_weights(ref, tmp_path / "run")
+    assert logged(ref) == logged(tmp_path / "run")
