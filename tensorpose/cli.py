@@ -140,8 +140,8 @@ def _lift(args: argparse.Namespace) -> int:
     r = lift(args.input, args.checkpoint, args.out, layout=args.layout, person=args.person,
              fps=args.fps, calib=args.calib, camera=args.camera, size=args.size,
              video=args.video, flip=args.flip, min_confidence=args.min_confidence,
-             overwrite=args.overwrite, device=args.device, vp3d_joints=args.vp3d_joints,
-             progress=not args.quiet)  # fmt: skip
+             reproject=args.reproject, overwrite=args.overwrite, device=args.device,
+             vp3d_joints=args.vp3d_joints, progress=not args.quiet)  # fmt: skip
     tracks = ", ".join(map(str, r["tracks"]))
     size = "x".join(map(str, r["size"])) if r["size"] else "none"
     print(f"{r['input']} ({r['kind']}): {r['frames']} frames, layout {r['layout']} "
@@ -152,7 +152,8 @@ def _lift(args: argparse.Namespace) -> int:
           "joint), by linear interpolation in time")  # fmt: skip
     fps = f"{r['fps']:g} fps" + ("" if r["fps_given"] else " (default; pass --fps)")
     print(f"  model {r['model']}, {r['normalization']} normalisation, size {size}, {fps}"
-          + (", test-time flip" if r["flip"] else ""))  # fmt: skip
+          + (", test-time flip" if r["flip"] else "")
+          + (", joints slid onto their 2D rays" if r["reproject"] else ""))  # fmt: skip
     print(f"wrote {len(r['files'])} files to {r['out_dir']} ({r['seconds']:.1f} s):")
     for f in r["files"]:
         print(f"  {f}")
@@ -263,12 +264,12 @@ def _eval_wild(args: argparse.Namespace) -> int:
     from .lift import eval_wild
 
     r = eval_wild(args.tracks_dir, args.calib, args.checkpoint, flip=args.flip,
-                  min_confidence=args.min_confidence, layout=args.layout,
+                  reproject=args.reproject, min_confidence=args.min_confidence, layout=args.layout,
                   device=args.device)  # fmt: skip
     if args.json:
         print(json.dumps(r))
         return 0
-    flip = ", test-time flip" if r["flip"] else ""
+    flip = (", test-time flip" if r["flip"] else "") + (", reproject" if r["reproject"] else "")
     print(f"monocular lift vs triangulation, {r['frames']} frames, 12 limb joints, mid-hip "
           f"root ({r['model']}{flip}); triangulation valid "
           f"{r['triangulated_valid_fraction']:.1%}")  # fmt: skip
@@ -486,6 +487,9 @@ def add_lift(sub) -> None:
     p.add_argument("--size", type=_size, default=None, metavar="WxH", help="image size")
     p.add_argument("--video", default=None, help="the recording: write an MP4 overlay")
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
+    p.add_argument("--reproject", action="store_true",
+                   help="slide each detected joint onto its camera ray (3D re-projects onto the "
+                   "2D; bone lengths then vary)")  # fmt: skip
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--out", default=None, help="output folder (default ./lift_<name>)")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
@@ -536,6 +540,7 @@ def add_eval_wild(sub) -> None:
     p.add_argument("--calib", required=True, help="calibration (.qca.txt or .toml)")
     p.add_argument("--checkpoint", default=None, help="lifter (default: bundled)")
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
+    p.add_argument("--reproject", action="store_true", help="as lift --reproject")
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")

@@ -18,7 +18,8 @@
 4. :func:`normalize_input` + :func:`predict_joints`: the normalisation the checkpoint was
    trained with (screen normalisation with the image size; ``intrinsics``: ``K^-1 [u, v, 1]``),
    the model's dense prediction, optionally averaged with the prediction of the mirrored input
-   (``flip``), made root-relative.
+   (``flip``), made root-relative; with ``reproject`` each detected joint is then slid onto
+   its camera ray at its predicted depth (:func:`tensorpose.ops.camera.fit_to_rays`).
 5. :func:`write_outputs`: ``<name>_3d.npz``, ``<name>.trc``, ``<name>.csv``,
    ``<name>_skeletons.png`` and with a video ``<name>.mp4``, written into a temporary folder
    and moved into place only when all of them are complete.
@@ -496,9 +497,16 @@ def lift_keypoints(
     flip: bool = False,
     min_confidence: float = 0.3,
     dist: torch.Tensor | None = None,
+    reproject: bool = False,
 ) -> dict[str, Any]:
     """Lift one person's keypoints: convert, mask, bridge, normalise, predict (``K``,
     ``dist``: the camera's intrinsics and distortion, see :func:`normalize_input`).
+
+    With ``reproject`` the prediction is placed in front of the camera and every detected
+    joint slid onto its ray at its predicted depth (:func:`tensorpose.ops.camera.fit_to_rays`
+    on ``K^-1 [u, v, 1]``, with ``K`` or the default camera of ``size``; joints that were
+    missing keep the model's position), so the 3D re-projects onto the 2D keypoints; bone
+    lengths then vary. Needs a lifter whose input joints are its output joints.
 
     Returns:
         ``joints (T, 17, 3)`` root-relative (camera frame, metres), ``pixels (T, J_in, 2)``
@@ -514,6 +522,8 @@ def lift_keypoints(
     px = bridge_missing(j[..., :2], missing, skel.names)
     x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)
+    if reproject:
+        joints = _reproject(joints, px, missing, lifter, size, K, dist)
     return {
         "joints": joints.cpu(),
         "pixels": px,
@@ -522,6 +532,24 @@ def lift_keypoints(
         "bridged_frames": int(missing.any(1).sum()),
         "absent_frames": int(missing.all(1).sum()),
     }
+
+
+def _reproject(joints, px, missing, lifter: Lifter, size, K, dist) -> torch.Tensor:
+    """:func:`lift_keypoints`' ``reproject`` step: root-relative joints on their rays."""
+    from .ops.camera import fit_to_rays
+
+    if tuple(skeletons.get(lifter.joints_in).names) != tuple(lifter.skeleton_out.names):
+        raise ValueError(
+            f"--reproject needs a lifter whose input joints are its output joints; this one "
+            f"maps {lifter.joints_in} to other joints"
+        )
+    rays = normalize_input(px.double(), "intrinsics", size, K, dist)
+    w = (~missing).to(torch.float64)
+    if bool(((w > 0).sum(-1) < 2).any()):
+        w = torch.ones_like(w)  # a frame with fewer than 2 detected joints: fit them all
+    placed, _ = fit_to_rays(joints.double().cpu(), rays.cpu(), w.cpu())
+    root = lifter.skeleton_out.root
+    return (placed - placed[:, root : root + 1]).to(joints)
 
 
 def lift(
@@ -538,6 +566,7 @@ def lift(
     video: str | os.PathLike | None = None,
     flip: bool = False,
     min_confidence: float = 0.3,
+    reproject: bool = False,
     overwrite: bool = False,
     device: str | torch.device = "cpu",
     vp3d_joints: str | None = None,
@@ -557,11 +586,12 @@ def lift(
         video: the recording, for ``<name>.mp4`` (2D skeleton on the frames, 3D beside).
         flip: test-time flip averaging.
         min_confidence: joints below it are missing (bridged).
+        reproject: slide the joints onto their 2D rays (see :func:`lift_keypoints`).
         vp3d_joints: VideoPose3D input joints (see :func:`load_lifter`).
 
     Returns:
         a report: input, kind, layout (+ reason), tracks, person, frames, joints, bridged
-        counts, model, normalisation, size, fps, flip, files written, seconds.
+        counts, model, normalisation, size, fps, flip, reproject, files written, seconds.
     """
     t0 = time.perf_counter()
     src = Path(input)
@@ -592,7 +622,7 @@ def lift(
     existing = [out_dir / f for f in files if (out_dir / f).exists()]
     if existing and not overwrite:
         raise ValueError(f"{existing[0]} exists (pass --overwrite to replace the outputs)")
-    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist)
+    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject)
     res = _Result(name, r["joints"], r["pixels"], r["missing"],
                   skeletons.get(lifter.joints_in), lifter.skeleton_out, fps_used)  # fmt: skip
     written = write_outputs(out_dir, res, video, progress)
@@ -615,6 +645,7 @@ def lift(
         "fps": fps_used,
         "fps_given": fps is not None or kp.fps is not None,
         "flip": flip,
+        "reproject": reproject,
         "out_dir": str(out_dir),
         "files": [str(out_dir / f) for f in written],
         "seconds": time.perf_counter() - t0,
@@ -819,6 +850,7 @@ def eval_wild(
     checkpoint: str | os.PathLike | None = None,
     *,
     flip: bool = False,
+    reproject: bool = False,
     min_confidence: float = 0.3,
     max_reprojection_px: float = 15.0,
     layout: str | None = None,
@@ -832,7 +864,8 @@ def eval_wild(
     camera's view (per frame) is lifted as ``tensorpose lift`` does (the image size and ``K``
     from the calibration; missing joints bridged) and compared with the triangulated joints
     moved into that camera's frame by its ``R``, ``t``: :func:`compare_with_reference` on the
-    12 limb joints, mid-hip root, frames where both are valid.
+    12 limb joints, mid-hip root, frames where both are valid. ``flip`` and ``reproject`` as
+    in :func:`lift_keypoints`.
 
     Returns:
         ``cameras``: per camera ``{camera, folder, mpjpe_mm, p_mpjpe_mm, frames, bridged_joints}``
@@ -865,7 +898,9 @@ def eval_wild(
         k2d = Keypoints2D(kp, lay, "as triangulated", "openpose")
         size = tuple(int(v) for v in cal.size[c].tolist())
         try:
-            r = lift_keypoints(k2d, lifter, size, cal.K[c], flip, min_confidence, cal.dist[c])
+            r = lift_keypoints(
+                k2d, lifter, size, cal.K[c], flip, min_confidence, cal.dist[c], reproject
+            )
         except ValueError as e:
             rows.append({"camera": cam, "folder": folder, "error": str(e)})
             continue
@@ -883,6 +918,7 @@ def eval_wild(
         "mean": mean,
         "model": f"{lifter.kind} {lifter.path}",
         "flip": flip,
+        "reproject": reproject,
         "triangulated_valid_fraction": tri["valid_fraction"],
         "median_reprojection_px": tri["median_reprojection_px"],
         "frames": tri["frames"],

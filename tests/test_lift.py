@@ -367,3 +367,29 @@ def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
     got = normalize_input(px, "intrinsics", SIZE, cal.K[0], dist=cal.dist[0])
     ref = cv2.undistortPoints(px.reshape(-1, 1, 2).numpy(), cal.K[0].numpy(), cal.dist[0].numpy())
     np.testing.assert_allclose(got.reshape(-1, 2).numpy(), ref.reshape(-1, 2), atol=1e-6)
+
+
+def test_reproject_slides_detected_joints_onto_their_rays(ckpt, tmp_path):
+    from tensorpose.io.calibration import load_calibration
+    from tensorpose.lift import normalize_input
+
+    calib = CAM01.parent / "Calib.qca.txt"
+    kp = to_h36m17(_track(CAM01), "BODY_25B")[:30]
+    src = _write_npz(tmp_path / "r.npz", kp.numpy())
+    r = lift(src, ckpt, tmp_path / "r", layout="H36M_17", calib=calib, camera="cam_01",
+             reproject=True, progress=False)  # fmt: skip
+    assert r["reproject"]
+    got = np.load(tmp_path / "r" / "r_3d.npz")
+    plain = _model_reference(ckpt, kp, SIZE).double().numpy()
+    # naive: per frame, the translation by least squares over the detected joints, each
+    # detected joint moved onto its (undistorted) ray at its depth, then made root-relative
+    missing = got["missing"]
+    px = _naive_bridge(np.nan_to_num(kp[..., :2].numpy()), missing)
+    cal = load_calibration(calib)
+    rays = normalize_input(torch.from_numpy(px), "intrinsics", SIZE, cal.K[0], cal.dist[0])
+    from tests.ops.test_camera import _naive_fit_to_rays
+
+    placed, _ = _naive_fit_to_rays(plain, rays.numpy(), (~missing).astype(np.float64))
+    ref = placed - placed[:, :1]
+    np.testing.assert_allclose(got["joints"], ref, atol=2e-5)
+    assert not np.allclose(got["joints"], plain, atol=1e-3)

@@ -122,7 +122,7 @@ def test_lift_wild_recipe_loads():
         recommended = yaml.safe_load(f)["synth"]
     got = config_to_dict(cfg)["data"]["synth"]
     differ = sorted(k for k in got if got[k] != recommended[k])
-    assert differ == ["pitch_deg", "roll_deg"]
+    assert differ == ["joint_scale", "pitch_deg", "roll_deg"]
 
 
 def test_kinematic_task_trains_one_step_and_evaluates(tmp_path):

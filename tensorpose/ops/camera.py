@@ -21,6 +21,7 @@ __all__ = [
     "H36M_FOCAL",
     "camera_to_world",
     "distort",
+    "fit_to_rays",
     "image_coordinates",
     "intrinsic_matrix",
     "look_at",
@@ -387,3 +388,75 @@ def undistort_points(
     v = K[..., 1, 0] * x + K[..., 1, 1] * y + K[..., 1, 2]
     w = K[..., 2, 0] * x + K[..., 2, 1] * y + K[..., 2, 2]
     return torch.stack([u / w, v / w], -1)
+
+
+def fit_to_rays(
+    joints: torch.Tensor, rays: torch.Tensor, weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Place root-relative 3D joints in front of a camera and slide each onto its 2D ray.
+
+    1. The translation ``t`` that best places the joints on their rays: least squares of the
+       algebraic reprojection error ``(X_j + t_x) - x_j (Z_j + t_z)`` and
+       ``(Y_j + t_y) - y_j (Z_j + t_z)`` over the joints, weighted by ``weights`` (one 3 x 3
+       linear solve per frame).
+    2. Each joint with a positive weight moves along the image plane onto its ray at its own
+       depth: ``(x_j d_j, y_j d_j, d_j)`` with ``d_j = Z_j + t_z``; the others stay at
+       ``joints + t``. The result re-projects exactly onto the 2D keypoints; bone lengths are no
+       longer kept.
+
+    Args:
+        joints: ``(..., J, 3)`` camera-frame joints up to a translation (e.g. root-relative
+            lifter output), metres.
+        rays: ``(..., J, 2)`` normalised image coordinates ``x / z, y / z`` (``K^-1 [u, v, 1]``,
+            undistorted).
+        weights: ``(..., J)`` non-negative; ``None`` = all ones. Every frame needs at least two
+            joints with a positive weight.
+
+    Returns:
+        ``(placed (..., J, 3), t (..., 3))``: the joints in camera coordinates and the
+        translation found in step 1.
+
+    Example:
+        >>> P = torch.tensor([[[0.0, 0.0, 0.0], [0.0, 0.5, 0.2]]], dtype=torch.float64)
+        >>> t0 = torch.tensor([0.1, -0.2, 4.0], dtype=torch.float64)
+        >>> rays = (P + t0)[..., :2] / (P + t0)[..., 2:]
+        >>> placed, t = fit_to_rays(P, rays)
+        >>> torch.allclose(t, t0[None]), torch.allclose(placed, P + t0)
+        (True, True)
+    """
+    check_tensor("joints", joints, 2)
+    check_last_dims("joints", joints, (3,), "x, y, z")
+    check_tensor("rays", rays, 2)
+    if rays.shape != (*joints.shape[:-1], 2):
+        raise ValueError(
+            f"rays must have shape {(*joints.shape[:-1], 2)} like joints, got {tuple(rays.shape)}"
+        )
+    w = torch.ones_like(joints[..., 0]) if weights is None else weights.to(joints)
+    if w.shape != joints.shape[:-1]:
+        raise ValueError(
+            f"weights must have shape {tuple(joints.shape[:-1])}, got {tuple(w.shape)}"
+        )
+    if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
+        raise ValueError("weights must be finite and non-negative")
+    if bool(((w > 0).sum(-1) < 2).any()):
+        raise ValueError("every frame needs at least two joints with a positive weight")
+    X, Y, Z = joints.unbind(-1)
+    x, y = rays.unbind(-1)
+    # Normal equations of the rows [1, 0, -x] t = x Z - X and [0, 1, -y] t = y Z - Y.
+    zero = torch.zeros_like(x)
+    one = torch.ones_like(x)
+    A = torch.stack(
+        [torch.stack([one, zero, -x], -1), torch.stack([zero, one, -y], -1)], -2
+    )  # (..., J, 2, 3)
+    b = torch.stack([x * Z - X, y * Z - Y], -1)  # (..., J, 2)
+    wA = A * w[..., None, None]
+    AtA = torch.einsum("...jki,...jkl->...il", wA, A)
+    Atb = torch.einsum("...jki,...jk->...i", wA, b)
+    try:
+        t = torch.linalg.solve(AtA, Atb)  # (..., 3)
+    except torch.linalg.LinAlgError as e:
+        raise ValueError("the weighted joints lie on one ray: no translation fits") from e
+    d = Z + t[..., None, 2]
+    on_ray = torch.stack([x * d, y * d, d], -1)
+    placed = torch.where((w > 0)[..., None], on_ray, joints + t[..., None, :])
+    return placed, t

@@ -223,11 +223,16 @@ H36M17_DETECTOR_RULES: dict[str, dict[str, float]] = {
     "pelvis": {"l_hip": 0.5, "r_hip": 0.5},
     "thorax": {"l_shoulder": 0.5, "r_shoulder": 0.5},
     "spine": {"l_hip": 0.25, "r_hip": 0.25, "l_shoulder": 0.25, "r_shoulder": 0.25},
+    "head": {"head": 2.2, "neck": -1.2},
 }
 """Joints a body detector does not give, as weighted sums of ones it gives (what a converter
 from COCO/OpenPose to ``h36m17`` computes): pelvis = mid-hips, thorax = mid-shoulders, spine =
 the mean of both. Apply the same rule to synthetic keypoints (:func:`derive_joints`) and to real
-detections, so both see the same convention."""
+detections, so both see the same convention. ``head`` is the top of the head, as the layout
+converters make it (:mod:`tensorpose.layouts`: BODY_25B's head top, or extrapolated beyond the
+nose): the CMU mocap ``head`` (the Head end site) lies only about 9 cm above its ``neck`` (the
+Head joint, top of the neck), so the synthetic head top continues that direction to about 20 cm
+(``head + 1.2 (head - neck)``)."""
 
 
 H36M17_NOISE_SCALE: dict[str, float] = {

@@ -120,3 +120,58 @@ def test_bad_shapes():
         camera.project(torch.zeros(4, 3), torch.eye(2))
     with pytest.raises(ValueError, match="pixels"):
         camera.normalize_screen(torch.zeros(4, 3), 10, 10)
+
+
+def _naive_fit_to_rays(P: np.ndarray, rays: np.ndarray, w: np.ndarray):
+    """Per frame: weighted least squares with np.linalg.lstsq, then per joint onto its ray."""
+    placed, ts = np.empty_like(P), np.empty((len(P), 3))
+    for f in range(len(P)):  # the obvious loops: frames, joints
+        rows, rhs = [], []
+        for j in range(P.shape[1]):
+            X, Y, Z = P[f, j]
+            x, y = rays[f, j]
+            s = math.sqrt(w[f, j])
+            rows += [[s, 0.0, -s * x], [0.0, s, -s * y]]
+            rhs += [s * (x * Z - X), s * (y * Z - Y)]
+        t = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
+        ts[f] = t
+        for j in range(P.shape[1]):
+            d = P[f, j, 2] + t[2]
+            on_ray = [rays[f, j, 0] * d, rays[f, j, 1] * d, d]
+            placed[f, j] = on_ray if w[f, j] > 0 else P[f, j] + t
+    return placed, ts
+
+
+def test_fit_to_rays_equals_naive_least_squares():
+    g = torch.Generator().manual_seed(0)
+    T, J = 7, 17
+    P = torch.randn(T, J, 3, generator=g, dtype=torch.float64) * 0.4
+    t0 = torch.tensor([0.3, -0.1, 4.0], dtype=torch.float64)
+    true = P + t0 + torch.randn(T, J, 3, generator=g, dtype=torch.float64) * 0.05
+    rays = true[..., :2] / true[..., 2:]
+    w = torch.rand(T, J, generator=g, dtype=torch.float64)
+    w[w < 0.2] = 0.0  # some joints ignored: they keep the model's offset from the root
+    placed, t = camera.fit_to_rays(P, rays, w)
+    ref_placed, ref_t = _naive_fit_to_rays(P.numpy(), rays.numpy(), w.numpy())
+    np.testing.assert_allclose(t.numpy(), ref_t, atol=1e-10)
+    np.testing.assert_allclose(placed.numpy(), ref_placed, atol=1e-10)
+    # weighted joints re-project exactly onto their rays, at their predicted depth + t_z
+    on = w > 0
+    back = placed[..., :2] / placed[..., 2:]
+    assert torch.allclose(back[on], rays[on], atol=1e-12)
+    assert torch.allclose(placed[..., 2], P[..., 2] + t[:, None, 2], atol=1e-12)
+    # joints already on their rays come back unchanged, with their translation
+    exact = P + t0
+    placed, t = camera.fit_to_rays(P, exact[..., :2] / exact[..., 2:])
+    assert torch.allclose(t, t0.expand(T, 3), atol=1e-10)
+    assert torch.allclose(placed, exact, atol=1e-10)
+
+
+def test_fit_to_rays_bad_input():
+    P = torch.zeros(2, 3, 3)
+    with pytest.raises(ValueError, match="rays"):
+        camera.fit_to_rays(P, torch.zeros(2, 4, 2))
+    with pytest.raises(ValueError, match="non-negative"):
+        camera.fit_to_rays(P, torch.zeros(2, 3, 2), -torch.ones(2, 3))
+    with pytest.raises(ValueError, match="two joints"):
+        camera.fit_to_rays(P, torch.zeros(2, 3, 2), torch.tensor([[1.0, 0, 0], [1, 1, 1]]))
