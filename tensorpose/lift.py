@@ -545,8 +545,8 @@ def _reproject(joints, px, missing, lifter: Lifter, size, K, dist) -> torch.Tens
         )
     rays = normalize_input(px.double(), "intrinsics", size, K, dist)
     w = (~missing).to(torch.float64)
-    if bool(((w > 0).sum(-1) < 2).any()):
-        w = torch.ones_like(w)  # a frame with fewer than 2 detected joints: fit them all
+    few = (w > 0).sum(-1, keepdim=True) < 2  # a frame with < 2 detected joints: fit all of them
+    w = torch.where(few, torch.ones_like(w), w)
     placed, _ = fit_to_rays(joints.double().cpu(), rays.cpu(), w.cpu())
     root = lifter.skeleton_out.root
     return (placed - placed[:, root : root + 1]).to(joints)
