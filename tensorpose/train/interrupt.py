@@ -2,9 +2,15 @@
 checkpoint is written and :class:`Interrupted` says how to resume (exit 130 for SIGINT, 143
 for SIGTERM). A second signal while the checkpoint is being written stops at once.
 
+Under DDP every rank must stop after the same step (a rank that stops alone leaves the others
+waiting in a collective): the ranks agree at the log steps, where they already exchange the
+loss, by taking the largest pending signal over all ranks (:meth:`SignalCatcher.agreed`). A
+signal is then acted on at the next log step, ``train.log_every`` steps at most.
+
 Tests send the signal at a fixed step through the environment variable
 :data:`SIGNAL_AFTER_STEP_ENV` (``INT:3`` or ``TERM:3``: after optimiser step 3 the process
-signals itself), so the interrupted step is the same on every machine.
+signals itself; ``INT:3@1``: only the process of rank 1 does), so the interrupted step is the
+same on every machine.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from types import FrameType
 __all__ = ["SIGNAL_AFTER_STEP_ENV", "Interrupted", "SignalCatcher"]
 
 SIGNAL_AFTER_STEP_ENV = "TENSORPOSE_SIGNAL_AFTER_STEP"
-"""Test hook: ``INT:k`` / ``TERM:k`` sends that signal to this process after step ``k``."""
+"""Test hook: ``INT:k`` / ``TERM:k`` sends that signal to this process after step ``k``;
+``INT:k@r`` only in the process of rank ``r``."""
 
 
 class Interrupted(Exception):
@@ -39,8 +46,10 @@ class SignalCatcher:
         self.signum: int | None = None
         self._old: dict[int, object] = {}
         hook = os.environ.get(SIGNAL_AFTER_STEP_ENV, "")
-        name, _, step = hook.partition(":")
-        self._hook = (getattr(signal, f"SIG{name}"), int(step)) if hook else None
+        name, _, when = hook.partition(":")
+        step, _, rank = when.partition("@")
+        mine = not rank or int(rank) == int(os.environ.get("RANK", "0"))
+        self._hook = (getattr(signal, f"SIG{name}"), int(step)) if hook and mine else None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:  # second signal: give up waiting for the step
@@ -64,3 +73,18 @@ class SignalCatcher:
         """The test hook (see :data:`SIGNAL_AFTER_STEP_ENV`)."""
         if self._hook is not None and step == self._hook[1]:
             os.kill(os.getpid(), self._hook[0])
+
+    def agreed(self, world: int, sync: bool, device) -> int | None:
+        """The signal to stop on after this step, the same on every rank: in one process the
+        pending one; under DDP (``world > 1``) none except at ``sync`` steps (the log steps,
+        reached by all ranks together), where it is the largest pending over the ranks."""
+        if world == 1:
+            return self.signum
+        if not sync:
+            return None
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([self.signum or 0], dtype=torch.int64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item()) or None

@@ -119,7 +119,8 @@ def train_epoch(run: Run, epoch: int, progress: bool) -> dict | None:
         if run.signals is not None:
             run.signals.after_step(run.step)
         last = i + 1 == steps or run.out_of_steps()
-        if run.step % tc.log_every == 0 or last or run.step == 1:  # the only host reads
+        log = run.step % tc.log_every == 0 or last or run.step == 1
+        if log:  # the only host reads
             run.prof.flush()
             loss, rate = meter.read_interval(run.world, run.device)
             bar.update(i + 1 - bar.n)
@@ -133,9 +134,10 @@ def train_epoch(run: Run, epoch: int, progress: bool) -> dict | None:
             if not math.isfinite(loss):
                 run.stopped = f"loss is {loss} at epoch {epoch + 1}, step {run.step}"
                 break
-        if run.signals is not None and run.signals.signum is not None:
+        signum = run.signals.agreed(run.world, log, run.device) if run.signals else None
+        if signum is not None:
             bar.close()
-            interrupt(run, epoch, i + 1, epoch_rng, meter)
+            interrupt(run, epoch, i + 1, epoch_rng, meter, signum)
         if last:
             break
     bar.close()
@@ -176,12 +178,12 @@ def epoch_batches(run: Run, start: int, epoch_rng: torch.Tensor | None):
 
 
 def interrupt(run: Run, epoch: int, done: int, epoch_rng: torch.Tensor | None,
-              meter: EpochMeter) -> None:  # fmt: skip
+              meter: EpochMeter, signum: int) -> None:  # fmt: skip
     """Write the mid-epoch checkpoint (``done`` batches of ``epoch`` trained) and raise
-    :class:`~tensorpose.train.interrupt.Interrupted` with the way to resume."""
+    :class:`~tensorpose.train.interrupt.Interrupted` (for signal ``signum``) with the way to
+    resume."""
     import signal
 
-    signum = run.signals.signum
     if run.main:
         position = {"epoch": epoch, "batch": done, "meter": meter.state()}
         if epoch_rng is not None:

@@ -290,3 +290,32 @@ def test_ddp_two_gloo_processes_equal_one_process(tmp_path):
     sa = json.loads((tmp_path / "ddp" / "summary.json").read_text())
     assert sa["world_size"] == 2 and sa["steps"] == 3
     print(f"DDP vs 1 process: max weight difference {diff:.2e} ({time.perf_counter() - t0:.0f} s)")
+
+
+def _torchrun(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", str(29500 + (os.getpid() + len(args)) % 1000), "-m", "tensorpose",
+         "train", *args, "--quiet"],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+
+
+def test_ddp_signal_on_one_rank_stops_every_rank_after_the_same_step(tmp_path):
+    from tensorpose.train.interrupt import SIGNAL_AFTER_STEP_ENV
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    keep = [o for o in DDP if not o.startswith(("train.max_steps", "train.epochs", "train.log"))]
+    base = [f"train.out_dir={tmp_path}", *keep, "train.batch_size=2", "train.epochs=1",
+            "train.log_every=3"]  # fmt: skip
+    ref = _torchrun(env, *base, "train.name=ref")
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    # only rank 1 is signalled, after step 2: both ranks stop after log step 3 (no hang)
+    cut = _torchrun({**env, SIGNAL_AFTER_STEP_ENV: "INT:2@1"}, *base, "train.name=cut")
+    assert cut.returncode != 0 and "SIGINT received: stopped after step 3" in cut.stderr
+    ck = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert ck["position"]["batch"] == 3
+    done = _torchrun(env, "--resume", str(tmp_path / "cut"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    a, b = weights(tmp_path / "cut"), weights(tmp_path / "ref")
+    assert all(torch.equal(a[k], b[k]) for k in b)
