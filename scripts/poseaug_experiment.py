@@ -20,8 +20,8 @@ core; equal steps keep variants comparable on a shared machine), then evaluates 
 
 BODY_25B -> h36m17 (this script's rule; the detector-rule joints come from
 ``H36M17_DETECTOR_RULES``, the same rule the sampler applies to its synthetic keypoints): limbs
-one to one; pelvis = mid-hips, thorax = mid-shoulders, spine = mean of both; neck = BODY_25B's
-upper neck; head = mid-ears.
+one to one; neck = BODY_25B's upper neck; head = mid-ears; then the rules: pelvis = mid-hips,
+thorax = mid-shoulders, spine = mean of both, head = the head top ``head + 1.2 (head - neck)``.
 
     PYTHONPATH=. python scripts/poseaug_experiment.py train --steps 1500 --name full [key=value ...]
     PYTHONPATH=. python scripts/poseaug_experiment.py eval runs/poseaug/full.pt
