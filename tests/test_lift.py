@@ -284,6 +284,9 @@ def test_bad_inputs_exit_2_one_line_nothing_written(ckpt, tmp_path, capsys):
     ok = _write_npz(tmp_path / "ok.npz", np.ones((6, 17, 3)), width=100, height=100)
     argv = ["lift", str(ok), *base, *o, "--layout", "H36M_17"]
     _one_line_error(capsys, [*argv, "--video", str(bad_video)], "cannot be decoded")
+    vp3d = ["lift", str(ok), "--checkpoint", str(VP3D), "--vp3d-joints", "coco17", "--quiet",
+            *o, "--layout", "COCO_17", "--reproject"]  # fmt: skip
+    _one_line_error(capsys, vp3d, "--reproject", "coco17")  # input joints != output joints
     assert not out.exists()
     _one_line_error(capsys, ["lift", str(ok), "--checkpoint", str(tmp_path / "nope.pt"), *o],
                     "nope.pt")  # fmt: skip
