@@ -1,5 +1,5 @@
 """Processes and devices: the device of this process, joining a ``torchrun`` process group,
-wrapping the model in DistributedDataParallel, and averaging host numbers over ranks.
+wrapping the model in DistributedDataParallel, and reducing host numbers over ranks.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) every process trains a shard of each global batch with
 DDP (NCCL on CUDA, gloo on CPU); rank 0 logs and writes checkpoints.
@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["barrier", "init_distributed", "reduce_mean", "resolve_device", "wrap_ddp"]
+__all__ = ["barrier", "init_distributed", "reduce_max", "reduce_mean", "resolve_device", "wrap_ddp"]
 
 
 def resolve_device(name: str | torch.device, local_rank: int = 0) -> torch.device:
@@ -65,6 +65,15 @@ def reduce_mean(values: list[float], world: int, device: torch.device) -> list[f
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
     return (t / world).tolist()
+
+
+def reduce_max(value: int, world: int, device: torch.device) -> int:
+    """The largest of a host integer over ranks (the number itself in one process)."""
+    if world == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
 
 
 def barrier(world: int) -> None:

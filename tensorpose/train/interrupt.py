@@ -82,9 +82,6 @@ class SignalCatcher:
             return self.signum
         if not sync:
             return None
-        import torch
-        import torch.distributed as dist
+        from .distributed import reduce_max
 
-        t = torch.tensor([self.signum or 0], dtype=torch.int64, device=device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return int(t.item()) or None
+        return reduce_max(self.signum or 0, world, device) or None

@@ -267,16 +267,20 @@ DDP = [
 ]
 
 
+def _torchrun(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", str(29500 + (os.getpid() + len(args)) % 1000), "-m", "tensorpose",
+         "train", *args, "--quiet"],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+
+
 def test_ddp_two_gloo_processes_equal_one_process(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     base = [f"train.out_dir={tmp_path}", *DDP]
     t0 = time.perf_counter()
-    run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(29500 + os.getpid() % 1000), "-m", "tensorpose", "train", *base,
-         "train.name=ddp", "--quiet"],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    run = _torchrun(env, *base, "train.name=ddp")
     assert run.returncode == 0, run.stderr[-3000:]
     single = subprocess.run(
         [sys.executable, "-m", "tensorpose", "train", *base, "train.name=one", "--quiet"],
@@ -290,15 +294,6 @@ def test_ddp_two_gloo_processes_equal_one_process(tmp_path):
     sa = json.loads((tmp_path / "ddp" / "summary.json").read_text())
     assert sa["world_size"] == 2 and sa["steps"] == 3
     print(f"DDP vs 1 process: max weight difference {diff:.2e} ({time.perf_counter() - t0:.0f} s)")
-
-
-def _torchrun(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(29500 + (os.getpid() + len(args)) % 1000), "-m", "tensorpose",
-         "train", *args, "--quiet"],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
 
 
 def test_ddp_signal_on_one_rank_stops_every_rank_after_the_same_step(tmp_path):
