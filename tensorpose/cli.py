@@ -264,12 +264,14 @@ def _eval_wild(args: argparse.Namespace) -> int:
     from .lift import eval_wild
 
     r = eval_wild(args.tracks_dir, args.calib, args.checkpoint, flip=args.flip,
-                  reproject=args.reproject, min_confidence=args.min_confidence, layout=args.layout,
+                  reproject=args.reproject, reference_2d=args.reference_2d,
+                  min_confidence=args.min_confidence, layout=args.layout,
                   device=args.device)  # fmt: skip
     if args.json:
         print(json.dumps(r))
         return 0
     flip = (", test-time flip" if r["flip"] else "") + (", reproject" if r["reproject"] else "")
+    flip += ", 2D: the triangulation projected" if r["reference_2d"] else ""
     print(f"monocular lift vs triangulation, {r['frames']} frames, 12 limb joints, mid-hip "
           f"root ({r['model']}{flip}); triangulation valid "
           f"{r['triangulated_valid_fraction']:.1%}")  # fmt: skip
@@ -541,6 +543,9 @@ def add_eval_wild(sub) -> None:
     p.add_argument("--checkpoint", default=None, help="lifter (default: bundled)")
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
     p.add_argument("--reproject", action="store_true", help="as lift --reproject")
+    p.add_argument("--reference-2d", action="store_true",
+                   help="lift the triangulated keypoints projected into each camera instead of "
+                        "its detections (noise-free 2D: the error left is the lifter's)")  # fmt: skip
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")

@@ -844,6 +844,18 @@ def _associated_person(frames: list[np.ndarray], chosen: np.ndarray) -> torch.Te
     return out
 
 
+def _projected_reference(points, K, dist, R, t) -> torch.Tensor:
+    """``(T, K, 3)`` keypoints: the world ``points (T, K, 3)`` projected to pixels (confidence 1;
+    NaN where the point is not valid)."""
+    from .ops.camera import project_points
+
+    pts = points.double()
+    px = project_points(pts, K.double(), dist.double(), R.double(), t.double())
+    valid = torch.isfinite(px).all(-1, keepdim=True)
+    kp = torch.cat([px, torch.ones_like(px[..., :1])], -1)
+    return torch.where(valid, kp, torch.full_like(kp, float("nan")))
+
+
 def eval_wild(
     tracks_dir: str | os.PathLike,
     calib: str | os.PathLike,
@@ -851,6 +863,7 @@ def eval_wild(
     *,
     flip: bool = False,
     reproject: bool = False,
+    reference_2d: bool = False,
     min_confidence: float = 0.3,
     max_reprojection_px: float = 15.0,
     layout: str | None = None,
@@ -865,7 +878,10 @@ def eval_wild(
     from the calibration; missing joints bridged) and compared with the triangulated joints
     moved into that camera's frame by its ``R``, ``t``: :func:`compare_with_reference` on the
     12 limb joints, mid-hip root, frames where both are valid. ``flip`` and ``reproject`` as
-    in :func:`lift_keypoints`.
+    in :func:`lift_keypoints`. With ``reference_2d`` each camera lifts the triangulated
+    keypoints projected into it (with its lens distortion) instead of its detections: 2D that
+    is noise-free and consistent with the reference, so the error left is the lifter's own
+    (its 3D prior, depth), not the detector's.
 
     Returns:
         ``cameras``: per camera ``{camera, folder, mpjpe_mm, p_mpjpe_mm, frames, bridged_joints}``
@@ -893,8 +909,12 @@ def eval_wild(
     rows = []
     for c, (cam, folder) in enumerate(zip(tri["cameras"], tri["folders"], strict=True)):
         # one camera at a time: each is a separate monocular lift (a handful of cameras)
-        frames, _, lay = read_openpose_frames(tracks_dir / folder, tri["layout"])
-        kp = _associated_person(frames, person[:, c])
+        if reference_2d:
+            kp = _projected_reference(points, cal.K[c], cal.dist[c], cal.R[c], cal.t[c])
+            lay = tri["layout"]
+        else:
+            frames, _, lay = read_openpose_frames(tracks_dir / folder, tri["layout"])
+            kp = _associated_person(frames, person[:, c])
         k2d = Keypoints2D(kp, lay, "as triangulated", "openpose")
         size = tuple(int(v) for v in cal.size[c].tolist())
         try:
@@ -919,6 +939,7 @@ def eval_wild(
         "model": f"{lifter.kind} {lifter.path}",
         "flip": flip,
         "reproject": reproject,
+        "reference_2d": reference_2d,
         "triangulated_valid_fraction": tri["valid_fraction"],
         "median_reprojection_px": tri["median_reprojection_px"],
         "frames": tri["frames"],

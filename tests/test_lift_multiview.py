@@ -87,3 +87,37 @@ def test_eval_wild(ckpt, tmp_path, capsys):
     assert main([*argv[:-1], "--flip"]) == 0
     text = capsys.readouterr().out
     assert "test-time flip" in text and "mean" in text
+
+
+def test_eval_wild_from_the_projected_reference(ckpt, capsys):
+    """``--reference-2d``: each camera lifts the triangulated keypoints projected into it
+    (equal to cv2.projectPoints with the camera's distortion; NaN stays missing)."""
+    cv2 = pytest.importorskip("cv2")
+    from tensorpose.lift import _projected_reference
+
+    cal = calibration.load_calibration(CALIB)
+    g = torch.Generator().manual_seed(0)
+    pts = torch.rand(3, 25, 3, generator=g, dtype=torch.float64) + torch.tensor([0.0, 0.0, 0.5])
+    pts[1, 4] = float("nan")
+    for c in range(len(cal.names)):
+        R, t = cal.R[c].double(), cal.t[c].double()
+        kp = _projected_reference(pts, cal.K[c], cal.dist[c], R, t)
+        rvec, _ = cv2.Rodrigues(R.numpy())
+        flat = pts.reshape(-1, 3).numpy()
+        ok = np.isfinite(flat).all(-1)
+        want, _ = cv2.projectPoints(flat[ok], rvec, t.numpy(), cal.K[c].double().numpy(),
+                                    cal.dist[c].double().numpy())  # fmt: skip
+        got = kp.reshape(-1, 3)
+        assert np.abs(got[torch.from_numpy(ok), :2].numpy() - want[:, 0]).max() < 1e-6
+        assert bool((got[torch.from_numpy(ok), 2] == 1).all())
+        assert bool(torch.isnan(got[torch.from_numpy(~ok)]).all())
+    argv = ["eval-wild", str(TRACKS), "--calib", str(CALIB), "--checkpoint", str(ckpt), "--json"]
+    assert main(argv) == 0
+    detected = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--reference-2d"]) == 0
+    projected = json.loads(capsys.readouterr().out)
+    assert projected["reference_2d"] and not detected["reference_2d"]
+    for a, b in zip(detected["cameras"], projected["cameras"], strict=True):
+        assert a["frames"] == b["frames"] and a["p_mpjpe_mm"] != b["p_mpjpe_mm"]
+    assert main([*argv[:-1], "--reference-2d"]) == 0
+    assert "2D: the triangulation projected" in capsys.readouterr().out
