@@ -543,9 +543,12 @@ def add_eval_wild(sub) -> None:
     p.add_argument("--checkpoint", default=None, help="lifter (default: bundled)")
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
     p.add_argument("--reproject", action="store_true", help="as lift --reproject")
-    p.add_argument("--reference-2d", action="store_true",
-                   help="lift the triangulated keypoints projected into each camera instead of "
-                        "its detections (noise-free 2D: the error left is the lifter's)")  # fmt: skip
+    p.add_argument(
+        "--reference-2d",
+        action="store_true",
+        help="lift the triangulated keypoints projected into each camera instead of its "
+        "detections (noise-free 2D: the error left is the lifter's)",
+    )
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
