@@ -844,7 +844,9 @@ def _associated_person(frames: list[np.ndarray], chosen: np.ndarray) -> torch.Te
     return out
 
 
-def _projected_reference(points, K, dist, R, t) -> torch.Tensor:
+def _projected_reference(
+    points: torch.Tensor, K: torch.Tensor, dist: torch.Tensor, R: torch.Tensor, t: torch.Tensor
+) -> torch.Tensor:
     """``(T, K, 3)`` keypoints: the world ``points (T, K, 3)`` projected to pixels (confidence 1;
     NaN where the point is not valid)."""
     from .ops.camera import project_points
@@ -886,8 +888,8 @@ def eval_wild(
     Returns:
         ``cameras``: per camera ``{camera, folder, mpjpe_mm, p_mpjpe_mm, frames, bridged_joints}``
         (or ``error`` when that camera's person cannot be lifted), ``mean``: the mean over the
-        lifted cameras, the model, ``flip``, the triangulation's valid fraction and median
-        reprojection error.
+        lifted cameras, the model, ``flip``, ``reproject``, ``reference_2d``, the
+        triangulation's valid fraction and median reprojection error.
     """
     from .io.calibration import load_calibration
     from .io.openpose import read_openpose_frames
