@@ -177,7 +177,10 @@ def _layout_of(kp: torch.Tensor, layout: str | None, source: Path) -> tuple[str,
 
 
 def read_keypoints_2d(
-    path: str | os.PathLike, layout: str | None = None, person: int | None = None
+    path: str | os.PathLike,
+    layout: str | None = None,
+    person: int | None = None,
+    progress: bool = False,
 ) -> Keypoints2D:
     """Read one person's 2D keypoints from an OpenPose folder, a COCO results JSON or an npz.
 
@@ -186,6 +189,7 @@ def read_keypoints_2d(
         layout: keypoint layout (default: detected from the keypoint count and geometry).
         person: track index (default: the longest track: most found keypoints over all
             frames).
+        progress: a progress bar while reading an OpenPose folder of 300 files or more.
 
     Returns:
         :class:`Keypoints2D`.
@@ -204,7 +208,7 @@ def read_keypoints_2d(
     if src.is_dir():
         if layout is not None:
             check_layout(layout)
-        tracks = load_openpose(src, layout, min_confidence=0.0)
+        tracks = load_openpose(src, layout, min_confidence=0.0, progress=progress)
         raw = tracks.raw
         kind, lay, reason = "openpose", tracks.layout, tracks.layout_reason
     elif src.suffix.lower() == ".npz":
@@ -605,7 +609,7 @@ def lift(
         raise ValueError(f"--size must be WxH with positive integers, got {size}")
     if fps is not None and not fps > 0:
         raise ValueError(f"--fps must be positive, got {fps}")
-    kp = read_keypoints_2d(src, layout, person)
+    kp = read_keypoints_2d(src, layout, person, progress)
     K = dist = None
     if calib is not None:
         K, dist, size = _calibration_camera(calib, camera)

@@ -219,8 +219,10 @@ def found(keypoints: torch.Tensor | np.ndarray):
     return (c > 0) & lib.isfinite(x) & lib.isfinite(y) & ~((x == 0) & (y == 0))
 
 
-def _read(folder: str | os.PathLike, layout: str | None) -> tuple:
+def _read(folder: str | os.PathLike, layout: str | None, progress: bool = False) -> tuple:
     """``read_openpose_frames`` plus the layout reason and the count of ignored people."""
+    from tqdm import tqdm
+
     folder = Path(folder)
     if not folder.exists():
         raise FileNotFoundError(f"OpenPose folder not found: {folder}")
@@ -235,7 +237,9 @@ def _read(folder: str | os.PathLike, layout: str | None) -> tuple:
     first_file = None
     frames: list[np.ndarray | None] = []
     ignored = 0
-    for path in files:  # one parse per file
+    long = progress and len(files) >= 300
+    for path in tqdm(files, desc=f"reading {folder.name}", unit="file", disable=not long,
+                     leave=False):  # fmt: skip  # one parse per file
         people = _parse_frame(path)
         for p in people:
             if K is None:
@@ -399,6 +403,7 @@ def load_openpose(
     layout: str | None = None,
     min_confidence: float = 0.3,
     max_distance: float | None = None,
+    progress: bool = False,
 ) -> Tracks:
     """Read an OpenPose JSON folder into linked tracks.
 
@@ -410,6 +415,7 @@ def load_openpose(
         min_confidence: joints with confidence below it (and all joints OpenPose did not find:
             confidence 0, or at ``(0, 0)``) become NaN, i.e. missing for the filters.
         max_distance: track-linking gate in pixels (see :func:`link_tracks`).
+        progress: a progress bar while reading folders of 300 files or more.
 
     Returns:
         :class:`Tracks` with ``keypoints (T, P, K, 3)``.
@@ -421,7 +427,7 @@ def load_openpose(
     """
     if not 0 <= min_confidence <= 1:
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
-    frames, files, layout, reason, ignored = _read(folder, layout)
+    frames, files, layout, reason, ignored = _read(folder, layout, progress)
     raw = link_tracks(frames, max_distance)
     raw = raw.masked_fill(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
     kp = raw.masked_fill(raw[..., 2:] < min_confidence, float("nan"))

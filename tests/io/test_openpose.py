@@ -386,3 +386,19 @@ def test_cli_smooth_errors(tmp_path, capsys):
     assert "measurement_noise" in capsys.readouterr().err
     assert main([*args, "--method", "one-euro", "--fps", "-1"]) == 2
     assert "fps" in capsys.readouterr().err
+
+
+def test_progress_bar_only_for_long_folders_when_asked(tmp_path, capsys):
+    """``progress=True`` shows a reading bar (stderr) for folders of >= 300 files only."""
+    tracks = load_openpose(bundled_tracks()[0])
+    raw = tracks.raw.nan_to_num(0.0)
+    long = raw.repeat(3, 1, 1, 1)  # 300 frames
+    write_openpose(long, tmp_path / "long", [f"f{t:04d}.json" for t in range(300)])
+    write_openpose(raw, tmp_path / "short", [f"f{t:04d}.json" for t in range(len(raw))])
+    capsys.readouterr()
+    a = load_openpose(tmp_path / "long", progress=True)
+    assert "reading long" in capsys.readouterr().err
+    b = load_openpose(tmp_path / "long")
+    load_openpose(tmp_path / "short", progress=True)
+    assert capsys.readouterr().err == ""
+    assert torch.equal(a.raw.nan_to_num(-1.0), b.raw.nan_to_num(-1.0))
