@@ -41,31 +41,20 @@ def _coco_info(args: argparse.Namespace) -> int:
 
 
 def _smooth(args: argparse.Namespace) -> int:
-    from .smoothing import FilterSettings, smooth_folder
+    from .apps.smooth import smooth_folder, summary
+    from .smoothing import FilterSettings
 
     if args.layout is not None and args.layout not in SMOOTH_LAYOUTS:
         raise ValueError(
             f"--layout must be one of {', '.join(SMOOTH_LAYOUTS)}, got {args.layout!r}"
         )
-
     settings = FilterSettings(args.method, args.fps, args.model, args.process_noise,
                               args.measurement_noise, args.min_cutoff, args.beta,
                               args.d_cutoff)  # fmt: skip
     report = smooth_folder(args.input_dir, args.out, settings, args.layout, args.min_confidence,
                            None if args.no_plot else args.joint, args.track,
                            args.overwrite)  # fmt: skip
-    for r in report:
-        print(f"{r['folder']}: layout {r['layout']} ({r['layout_reason']})")
-        print(
-            f"{r['folder']}: {r['frames']} frames, {r['tracks']} tracks ({r['layout']}); of the "
-            f"joints of present people {r['missing_pct']:.1f}% are missing, "
-            f"{r['low_confidence']} of them detected with confidence < {args.min_confidence} "
-            f"and treated as missing; jitter {r['jitter_raw']:.3f} -> "
-            f"{r['jitter_smoothed']:.3f} px/frame^2 (on the same frames), lag {r['lag']:+.2f} "
-            f"frames ({args.method}) -> {r['out_dir']}"
-        )
-        if r["picture"] is not None:
-            print(f"  picture: {r['picture']}")
+    _print(summary(report, settings, args.min_confidence))
     return 0
 
 
@@ -93,19 +82,10 @@ def _print_evaluation(m: dict, header: str, as_json: bool = False) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .runs import train_and_evaluate
+    from .apps.train import train_command
 
-    config, overrides = args.config, list(args.overrides)
-    if config and "=" in config:  # no config file, only overrides
-        config, overrides = None, [config, *overrides]
-    if args.resume:
-        stored = Path(args.resume) / "config.yaml"
-        if not stored.is_file():
-            raise FileNotFoundError(f"--resume {args.resume}: no config.yaml in that run folder")
-        config = config or stored
-    cfg = load_config(config, overrides)  # no file: the defaults (the lifting recipe)
-    result, m = train_and_evaluate(cfg, args.resume, not args.quiet, args.profile)
+    result, m = train_command(args.config, list(args.overrides), args.resume, not args.quiet,
+                              args.profile)  # fmt: skip
     if m is None:  # a DDP rank other than 0
         return 0
     _print_evaluation(m, f"evaluation of {result['checkpoint']}")
@@ -135,93 +115,51 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def _lift(args: argparse.Namespace) -> int:
-    from .lift import lift
+    from .apps.lift import lift, summary
 
     r = lift(args.input, args.checkpoint, args.out, layout=args.layout, person=args.person,
              fps=args.fps, calib=args.calib, camera=args.camera, size=args.size,
              video=args.video, flip=args.flip, min_confidence=args.min_confidence,
              reproject=args.reproject, overwrite=args.overwrite, device=args.device,
              vp3d_joints=args.vp3d_joints, progress=not args.quiet)  # fmt: skip
-    tracks = ", ".join(map(str, r["tracks"]))
-    size = "x".join(map(str, r["size"])) if r["size"] else "none"
-    print(f"{r['input']} ({r['kind']}): {r['frames']} frames, layout {r['layout']} "
-          f"({r['layout_reason']})")  # fmt: skip
-    print(f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})")
-    print(f"  bridged {r['bridged_joints']} joint-frames in {r['bridged_frames']} frames "
-          f"(confidence < {r['min_confidence']} or missing; {r['absent_frames']} frames with no "
-          "joint), by linear interpolation in time")  # fmt: skip
-    fps = f"{r['fps']:g} fps" + ("" if r["fps_given"] else " (default; pass --fps)")
-    print(f"  model {r['model']}, {r['normalization']} normalisation, size {size}, {fps}"
-          + (", test-time flip" if r["flip"] else "")
-          + (", joints slid onto their 2D rays" if r["reproject"] else ""))  # fmt: skip
-    print(f"wrote {len(r['files'])} files to {r['out_dir']} ({r['seconds']:.1f} s):")
-    for f in r["files"]:
-        print(f"  {f}")
+    _print(summary(r))
     return 0
 
 
 def _profile_data(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .diagnose import model_step_time, profile_config
+    from .apps.profile_data import profile_data, summary
 
-    cfg = load_config(args.config, args.overrides)
-    if cfg.task not in ("heatmap", "deeppose"):
-        raise ValueError(
-            f"{args.config}: profile-data diagnoses heatmap or deeppose configs, not task "
-            f"{cfg.task!r}"
-        )
-    step = None
-    if not args.no_model_step:
-        from .tasks import build_model
-        from .train.distributed import resolve_device
-
-        step = model_step_time(build_model(cfg), cfg.train.batch_size, tuple(cfg.data.input_size),
-                               resolve_device(cfg.train.device))  # fmt: skip
-    prof = profile_config(cfg, args.workers, args.batches, args.sample, step)
-    print(f"{args.config} ({cfg.task}):")
-    print(prof.table())
+    cfg, prof = profile_data(args.config, args.overrides, args.workers, args.batches,
+                             args.sample, not args.no_model_step)  # fmt: skip
+    _print(summary(args.config, cfg, prof))
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
-    import shutil
-
-    from .predict import load_pose_model, predict
+    from .apps.predict import predict, summary
+    from .pose2d import load_pose_model
 
     src = Path(args.input)
-    out = Path(args.out) if args.out else Path("runs") / "predict" / (src.stem or src.name)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not args.overwrite:
-            raise ValueError(f"{out}: output folder exists and is not empty (use --overwrite)")
-        if not out.is_dir():
-            raise ValueError(f"{out}: exists and is not a folder")
-        shutil.rmtree(out)  # no stale frames of an earlier run next to the new ones
+    out = Path(args.out) if args.out else Path("runs") / "predict" / src.resolve().stem
     pose = load_pose_model(args.checkpoint, args.device)
     detector = load_pose_model(args.detector, args.device) if args.detector else None
     r = predict(src, pose, out, boxes=args.boxes, detector=detector, batch_size=args.batch_size,
                 box_threshold=args.box_threshold, min_score=args.min_score,
+                overwrite=args.overwrite, inputs=(args.checkpoint, args.detector),
                 progress=not args.quiet)  # fmt: skip
-    print(f"{r.frames} frames, {r.people} people, {r.seconds:.1f} s ({r.frames_per_s:.1f} "
-          f"frames/s, {pose.kind} on {pose.device}) -> {out}")  # fmt: skip
-    for name, path in r.outputs.items():
-        print(f"  {name}: {path}")
+    _print(summary(r, pose, out))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export_checkpoint
+    from .apps.export import export_checkpoint, summary
 
     try:
         r = export_checkpoint(args.checkpoint, args.out, args.with_decoding, args.opset)
     except ImportError as e:
         print(f"tensorpose export: error: {e}", file=sys.stderr)
         return 2
-    C, H, W = r["input_shape"]
-    print(
-        f"wrote {r['path']}: {r['task']} model, decoding {r['decoding'] or 'none'}, input "
-        f"images (B, {C}, {H}, {W}) with a dynamic batch B, outputs {', '.join(r['outputs'])}"
-    )
-    print(f"onnxruntime vs PyTorch (batches 1 and 3): max abs error {r['max_error']:.2e}")
+    _print(summary(r))
     if r["max_error"] > args.tolerance:
         print(f"tensorpose export: error: max error {r['max_error']:.2e} exceeds "
               f"{args.tolerance:g}", file=sys.stderr)  # fmt: skip
@@ -230,7 +168,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .runs import demo
+    from .apps.demo import demo
 
     out = demo(args.overrides, args.head, args.out, args.name, progress=not args.quiet)
     head = out["config"].model.head
@@ -241,50 +179,29 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _triangulate(args: argparse.Namespace) -> int:
-    from .multiview import triangulate_folder
+    from .apps.triangulate import summary, triangulate
 
     out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
-    r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
-                           max_reprojection_px=args.max_reprojection_px, layout=args.layout,
-                           fps=args.fps, overwrite=args.overwrite)  # fmt: skip
-    print(f"{args.tracks_dir}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
-          f"{r['fps']:g} fps, calibration {r['calibration']}")  # fmt: skip
-    for cam, folder in zip(r["cameras"], r["folders"], strict=True):
-        print(f"  camera {cam}: {folder}")
-    med, p90 = r["median_reprojection_px"], r["p90_reprojection_px"]
-    errors = f"{med:.2f} px median, {p90:.2f} px p90" if med is not None else "none valid"
-    print(f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
-          f"{r['mean_cameras_used'] or 0:.2f} cameras per joint")  # fmt: skip
-    for path in r["outputs"].values():
-        print(f"  wrote {path}")
+    r = triangulate(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
+                    max_reprojection_px=args.max_reprojection_px, layout=args.layout,
+                    fps=args.fps, overwrite=args.overwrite)  # fmt: skip
+    _print(summary(r))
     return 0
 
 
 def _eval_wild(args: argparse.Namespace) -> int:
-    from .lift import eval_wild
+    from .apps.eval_wild import eval_wild, summary
 
     r = eval_wild(args.tracks_dir, args.calib, args.checkpoint, flip=args.flip,
                   reproject=args.reproject, reference_2d=args.reference_2d,
                   min_confidence=args.min_confidence, layout=args.layout,
                   device=args.device)  # fmt: skip
-    if args.json:
-        print(json.dumps(r))
-        return 0
-    flip = (", test-time flip" if r["flip"] else "") + (", reproject" if r["reproject"] else "")
-    flip += ", 2D: the triangulation projected" if r["reference_2d"] else ""
-    print(f"monocular lift vs triangulation, {r['frames']} frames, 12 limb joints, mid-hip "
-          f"root ({r['model']}{flip}); triangulation valid "
-          f"{r['triangulated_valid_fraction']:.1%}")  # fmt: skip
-    print(f"  {'camera':<12s} {'MPJPE':>9s} {'P-MPJPE':>9s} {'frames':>7s}")
-    for c in r["cameras"]:
-        if "error" in c:
-            print(f"  {c['camera']:<12s} not lifted: {c['error']}")
-        else:
-            print(f"  {c['camera']:<12s} {c['mpjpe_mm']:6.1f} mm {c['p_mpjpe_mm']:6.1f} mm "
-                  f"{c['frames']:7d}")  # fmt: skip
-    m = r["mean"]
-    print(f"  {'mean':<12s} {m['mpjpe_mm']:6.1f} mm {m['p_mpjpe_mm']:6.1f} mm")
+    _print([json.dumps(r)] if args.json else summary(r))
     return 0
+
+
+def _print(lines: list[str]) -> None:
+    print("\n".join(lines))
 
 
 # ---------------------------------------------------------------------- arguments
@@ -598,6 +515,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Interrupted as e:
         print(f"tensorpose {args.command}: {e}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"tensorpose {args.command}: interrupted; no output was changed by this run",
+              file=sys.stderr)  # fmt: skip
+        return 130
     except TrainingStopped as e:
         if args.debug:
             raise

@@ -28,11 +28,13 @@ from .ops._constants import constant
 
 __all__ = [
     "COCO17_INDEX",
+    "COCO_LINKS",
     "H36M17_RULES",
     "LAYOUTS",
     "check_layout",
     "detect_layout",
     "layouts_with",
+    "to_coco18",
     "to_h36m17",
 ]
 
@@ -68,6 +70,30 @@ COCO17_INDEX: dict[str, list[int]] = {
 }
 """Per layout that contains the 17 COCO keypoints (all but ``H36M_17``), the index of each
 joint of tensorpose's ``coco17`` skeleton: ``kp[..., COCO17_INDEX[layout], :]``."""
+
+COCO_LINKS = (
+    (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
+    (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
+)  # fmt: skip
+"""The COCO person category's skeleton links between ``COCO_17`` keypoints, 0-based (for
+drawing)."""
+
+
+def to_coco18(keypoints: np.ndarray) -> np.ndarray:
+    """COCO-17 ``(..., 17, 3)`` (x, y, confidence) -> OpenPose ``COCO_18`` ``(..., 18, 3)``:
+    the same joints reordered plus ``neck`` = midpoint of the shoulders, with the smaller of the
+    two shoulder confidences."""
+    names = skeletons.coco17().names
+    kp = np.asarray(keypoints, np.float64)
+    if kp.shape[-2:] != (17, 3):
+        raise ValueError(f"keypoints must have shape (..., 17, 3), got {kp.shape}")
+    ls, rs = kp[..., names.index("l_shoulder"), :], kp[..., names.index("r_shoulder"), :]
+    neck = np.concatenate(
+        [(ls[..., :2] + rs[..., :2]) / 2, np.minimum(ls[..., 2:], rs[..., 2:])], -1
+    )
+    cols = [neck if n == "neck" else kp[..., names.index(n), :] for n in LAYOUTS["COCO_18"]]
+    return np.stack(cols, -2)
+
 
 # ------------------------------------------------------------------------- to h36m17
 _MID_HIP = {"l_hip": 0.5, "r_hip": 0.5}

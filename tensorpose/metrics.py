@@ -19,6 +19,8 @@ from .ops.procrustes import procrustes_align
 from .skeleton import Skeleton
 
 __all__ = [
+    "LIMB_JOINTS",
+    "compare_with_reference",
     "bone_length_std",
     "mpjpe",
     "mpjve",
@@ -102,3 +104,57 @@ def bone_length_std(
         raise ValueError(f"pred must have shape (..., T, J, 3), got {tuple(pred.shape)}")
     lengths = bone_lengths(pred, skeleton)  # (..., T, S)
     return _reduce(lengths.std(dim=-2, correction=0), reduction)
+
+
+LIMB_JOINTS = ("l_hip", "r_hip", "l_knee", "r_knee", "l_ankle", "r_ankle", "l_shoulder",
+               "r_shoulder", "l_elbow", "r_elbow", "l_wrist", "r_wrist")  # fmt: skip
+"""The 12 limb joints that every layout names alike (the in-the-wild comparison's joints)."""
+
+
+def compare_with_reference(
+    pred: torch.Tensor,
+    pred_names: list[str] | tuple[str, ...],
+    reference: torch.Tensor,
+    reference_names: list[str] | tuple[str, ...],
+    R: torch.Tensor | None = None,
+    t: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """Monocular 3D against a reference (e.g. triangulated) on the 12 :data:`LIMB_JOINTS`.
+
+    The reference is moved into the camera frame with ``R``, ``t`` (world -> camera); both are
+    made root-relative at the mid-hip (mean of ``l_hip`` and ``r_hip``). Frames where any of the
+    12 joints is not finite in either are left out.
+
+    Args:
+        pred: ``(T, J, 3)`` camera-frame joints (metres), named by ``pred_names``.
+        reference: ``(T, K, 3)`` joints (metres; world frame if ``R``/``t`` given), named by
+            ``reference_names``.
+        R, t: ``(3, 3)``, ``(3,)`` world -> camera.
+
+    Returns:
+        ``mpjpe_mm`` (root-aligned), ``p_mpjpe_mm`` (Procrustes), ``frames`` (compared).
+    """
+    if pred.shape[0] != reference.shape[0]:
+        raise ValueError(f"pred has {pred.shape[0]} frames but reference has {reference.shape[0]}")
+    idx = []
+    for names, what in ((pred_names, "pred_names"), (reference_names, "reference_names")):
+        lost = [n for n in LIMB_JOINTS if n not in names]
+        if lost:
+            raise ValueError(f"{what} lacks the limb joints {lost}")
+        idx.append([list(names).index(n) for n in LIMB_JOINTS])
+    p = pred[:, idx[0]].double()
+    r = reference[:, idx[1]].double().to(p.device)
+    if R is not None:
+        r = r @ R.to(r).T + t.to(r)
+    hips = [LIMB_JOINTS.index("l_hip"), LIMB_JOINTS.index("r_hip")]
+    p = p - p[:, hips].mean(1, keepdim=True)
+    r = r - r[:, hips].mean(1, keepdim=True)
+    ok = torch.isfinite(p).flatten(1).all(1) & torch.isfinite(r).flatten(1).all(1)
+    n = int(ok.sum())
+    if n == 0:
+        return {"mpjpe_mm": float("nan"), "p_mpjpe_mm": float("nan"), "frames": 0}
+    return {
+        "mpjpe_mm": 1000 * float(mpjpe(p[ok], r[ok])),
+        "p_mpjpe_mm": 1000 * float(p_mpjpe(p[ok], r[ok])),
+        "frames": n,
+    }

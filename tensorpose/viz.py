@@ -2,7 +2,9 @@
 tracks and 3D skeletons (matplotlib, optional: ``pip install tensorpose[viz]``, imported only when
 such a picture is drawn).
 
-- :func:`draw_skeleton`, :func:`augment_grid`: 2D keypoints and links on images.
+- :func:`draw_skeleton`, :func:`draw_people`, :func:`augment_grid`: 2D keypoints and links on
+  images; :func:`draw_lift_frame`: a video frame with the 2D input and the lifted 3D beside.
+- :func:`plot_reprojection_errors`: a triangulation's reprojection errors per joint.
 - :func:`plot_joint_xy`: one joint's x(t), y(t), raw vs smoothed.
 - :func:`plot_curves`: train/val loss and MPJPE per epoch.
 - :func:`plot_skeletons_3d`: ground-truth and predicted 3D skeletons side by side, from several
@@ -16,6 +18,7 @@ person facing the camera, green (left) stays on the image's right in every crop,
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,9 +31,13 @@ from .skeleton import Skeleton
 
 __all__ = [
     "augment_grid",
+    "draw_lift_frame",
+    "draw_people",
     "draw_skeleton",
+    "orthographic_panel",
     "plot_curves",
     "plot_joint_xy",
+    "plot_reprojection_errors",
     "plot_skeletons_3d",
 ]
 
@@ -104,6 +111,83 @@ def draw_skeleton(
                     cv2.LINE_AA,
                 )
     return out
+
+
+def draw_people(
+    img: np.ndarray, people: dict, min_kp: float, skeleton: Skeleton, links: Sequence[tuple[int, int]]
+) -> np.ndarray:
+    """People on ``img`` (RGB): joints with confidence from ``min_kp`` and their ``links``, and
+    box and score for people with at least three such joints. ``people``: ``boxes (n, 4)``
+    xywh, ``scores (n,)``, ``keypoints (n, K, 3)``."""
+
+    out = img
+    thick = max(1, round(max(img.shape[:2]) / 400))
+    for box, score, kp in zip(people["boxes"], people["scores"], people["keypoints"],
+                              strict=True):  # fmt: skip
+        shown = kp[:, 2] >= min_kp
+        out = draw_skeleton(out, kp[:, :2], shown, skeleton, links, thick)
+        if int(shown.sum()) < 3:  # e.g. a CenterNet centre without joints: no trained box
+            continue
+        x, y, w, h = (round(float(v)) for v in box)
+        cv2.rectangle(out, (x, y), (x + w, y + h), (255, 255, 0), thick)
+        cv2.putText(out, f"{float(score):.2f}", (x, max(y - 3, 10)), cv2.FONT_HERSHEY_SIMPLEX,
+                    0.4 * thick, (255, 255, 0), thick, cv2.LINE_AA)  # fmt: skip
+    return np.ascontiguousarray(out)
+
+
+def draw_lift_frame(
+    frame: np.ndarray,
+    pixels: np.ndarray,
+    missing: np.ndarray,
+    panel: np.ndarray,
+    skeleton_in: Skeleton,
+    skeleton_out: Skeleton,
+) -> np.ndarray:
+    """One frame of ``lift``'s video: the 2D input skeleton over ``frame`` (BGR; joints that
+    were bridged dimmed) and the 3D skeleton in a white square panel beside it.
+
+    Args:
+        frame: ``(H, W, 3)`` uint8 BGR (drawn on in place).
+        pixels: ``(J_in, 2)`` integer pixels; ``missing``: ``(J_in,)`` bool.
+        panel: ``(J_out, 2)`` integer panel pixels (:func:`orthographic_panel`).
+
+    Returns:
+        ``(H, W + H, 3)`` uint8 BGR.
+    """
+    H = frame.shape[0]
+    for (a, b), col in zip(skeleton_in.bones, _side_colours(skeleton_in), strict=True):
+        dim = missing[a] or missing[b]
+        cv2.line(frame, tuple(pixels[a]), tuple(pixels[b]),
+                 tuple(v // 2 for v in col) if dim else col, 2)  # fmt: skip
+    side = np.full((H, H, 3), 255, np.uint8)
+    for (a, b), col in zip(skeleton_out.bones, _side_colours(skeleton_out), strict=True):
+        cv2.line(side, tuple(panel[a]), tuple(panel[b]), col, 2)
+    return np.concatenate([frame, side], 1)
+
+
+def _side_colours(skeleton: Skeleton) -> list[tuple[int, int, int]]:
+    return [_side_colour(skeleton.names[b]) for _, b in skeleton.bones]
+
+
+def orthographic_panel(joints: torch.Tensor, size: int, yaw_deg: float = 30.0) -> torch.Tensor:
+    """Panel pixel coordinates ``(T, J, 2)`` of root-relative ``joints (T, J, 3)`` (camera
+    frame) seen orthographically after a turn by ``yaw_deg`` about the vertical axis, one scale
+    for the whole sequence so that every pose fits a ``size x size`` panel."""
+    a = math.radians(yaw_deg)
+    c, s = math.cos(a), math.sin(a)
+    R = joints.new_tensor([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+    p = (joints @ R.T)[..., :2]
+    extent = float(p.abs().amax().clamp_min(1e-6))
+    return p * (0.45 * size / extent) + size / 2
+
+
+def _side_colour(name: str) -> tuple[int, int, int]:
+    """BGR: left green, right orange, centre blue."""
+    if name.startswith("l_"):
+        return (60, 180, 60)
+    if name.startswith("r_"):
+        return (0, 140, 255)
+    return (200, 120, 40)
 
 
 def _caption(img: np.ndarray, text: str) -> None:
@@ -394,3 +478,40 @@ def augment_picture(
     if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
         raise ValueError(f"{out}: could not write the picture (unknown extension?)")
     return list(people)
+
+
+def plot_reprojection_errors(path: str | os.PathLike, mean_error: np.ndarray, valid: np.ndarray, names: list[str],
+                 max_px: float, title: str) -> None:  # fmt: skip
+    """Per-joint reprojection errors: median and 90th percentile over the valid frames, the
+    valid fraction, and the error of every frame and joint."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    J = mean_error.shape[1]
+    err = np.where(valid, mean_error, np.nan)
+    with np.errstate(all="ignore"):
+        med = np.array([np.nanmedian(err[:, j]) if valid[:, j].any() else np.nan
+                        for j in range(J)])  # fmt: skip
+        p90 = np.array([np.nanpercentile(err[:, j], 90) if valid[:, j].any() else np.nan
+                        for j in range(J)])  # fmt: skip
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, ax2 = fig.subplots(2, 1, height_ratios=[1, 1.2])
+    x = np.arange(J)
+    ax.bar(x, p90, color="#f5c28b", label="90th percentile")
+    ax.bar(x, med, color="#d9822b", label="median")
+    ax.axhline(max_px, color="k", lw=0.8, ls="--", label=f"threshold {max_px:g} px")
+    ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("mean reprojection error (px)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    twin = ax.twinx()
+    twin.plot(x, valid.mean(0) * 100, "o", color="#3c78d8", ms=4)
+    twin.set_ylabel("valid frames (%)", color="#3c78d8")
+    twin.set_ylim(0, 115)
+    im = ax2.imshow(err.T, aspect="auto", interpolation="nearest", cmap="viridis",
+                    vmin=0, vmax=max_px)  # fmt: skip
+    ax2.set_yticks(x, names, fontsize=7)
+    ax2.set_xlabel("frame")
+    fig.colorbar(im, ax=ax2, label="mean reprojection error (px); blank: not valid")
+    fig.savefig(path, dpi=110)

@@ -21,45 +21,10 @@ import torch
 from torch.utils.data import Dataset
 
 from ..io.coco import CocoKeypoints, PersonRecord, bundled_coco, load_coco_keypoints
+from ..io.video import ImageReadError, read_image
 from ..ops.affine import box_to_center_scale
 
-__all__ = ["ImageReadError", "TopDownDataset", "collate_topdown", "read_image"]
-
-
-class ImageReadError(ValueError):
-    """An image file exists but cannot be decoded (corrupt, truncated or not an image)."""
-
-
-def read_image(path: str | Path, expected_size: tuple[int, int] | None = None) -> np.ndarray:
-    """Decode an image file to ``(H, W, 3)`` uint8 RGB.
-
-    Args:
-        path: the file.
-        expected_size: ``(width, height)`` from the annotations; a different decoded size is an
-            error (the keypoints would not match the pixels).
-
-    Raises:
-        FileNotFoundError: no such file.
-        ImageReadError: not decodable, or not of ``expected_size``.
-    """
-    path = Path(path)
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: image file not found") from None
-    except IsADirectoryError:
-        raise ImageReadError(f"{path}: is a directory, not an image file") from None
-    img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
-    if img is None:
-        raise ImageReadError(
-            f"{path}: cannot decode image ({data.size} bytes; corrupt, truncated or not an image)"
-        )
-    if expected_size is not None and (img.shape[1], img.shape[0]) != tuple(expected_size):
-        raise ImageReadError(
-            f"{path}: decoded size {img.shape[1]}x{img.shape[0]} differs from the annotated "
-            f"{expected_size[0]}x{expected_size[1]}"
-        )
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+__all__ = ["TopDownDataset", "collate_topdown"]
 
 
 class TopDownDataset(Dataset):

@@ -45,7 +45,8 @@ from ..io.coco import CocoKeypoints, PersonRecord, bundled_coco, load_coco_keypo
 from ..ops.affine import crop_matrix, transform_points, warp_affine
 from ..ops.heatmap import centernet_targets
 from ..skeleton import Skeleton
-from .images import read_image, split_errors
+from ..io.video import read_image
+from .images import split_errors
 
 __all__ = [
     "MultiPersonAugment",

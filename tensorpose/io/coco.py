@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
+    "load_detections",
     "CocoError",
     "CocoKeypoints",
     "PersonRecord",
@@ -613,3 +614,69 @@ def _numpy(x) -> np.ndarray:
     if hasattr(x, "detach"):
         return x.detach().cpu().numpy()
     return np.asarray(x)
+
+
+def _num(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def load_detections(
+    path: str | Path, category_id: int = 1
+) -> tuple[dict[int, np.ndarray], dict[str, int]]:
+    """Person boxes from a COCO detections JSON.
+
+    Accepts the detection results list (``[{"image_id", "bbox": [x, y, w, h], "score",
+    "category_id"}, ...]``; ``score`` defaults to 1, ``category_id`` to the person) or a COCO
+    annotation file (``annotations`` with ``bbox``; crowds skipped; scores 1), whose ``images``
+    list also maps file names to ids.
+
+    Args:
+        path: the JSON file.
+        category_id: the person category; other categories are ignored.
+
+    Returns:
+        ``image_id -> (n, 5)`` float64 ``x, y, w, h, score``, and ``file name -> image_id``
+        (empty for a results list).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not JSON, not one of the two layouts, or an entry without a valid
+            ``image_id``/``bbox``/``score`` (the message names the file and the entry).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such boxes file")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    names: dict[str, int] = {}
+    if isinstance(data, dict):
+        if not isinstance(data.get("annotations"), list):
+            raise ValueError(
+                f"{path}: expected a list of detections or a COCO file with 'annotations'"
+            )
+        for im in data.get("images", []) or []:
+            if isinstance(im, dict) and isinstance(im.get("file_name"), str) and "id" in im:
+                names[Path(im["file_name"]).name] = int(im["id"])
+        entries = [a for a in data["annotations"] if not (isinstance(a, dict) and a.get("iscrowd"))]
+    elif isinstance(data, list):
+        entries = data
+    else:
+        raise ValueError(f"{path}: expected a list of detections or a COCO file with 'annotations'")
+    dets: dict[int, list] = {}
+    for i, d in enumerate(entries):
+        if not isinstance(d, dict):
+            raise ValueError(f"{path}: entry {i} is not an object")
+        if d.get("category_id", category_id) != category_id:
+            continue
+        iid, box, score = d.get("image_id"), d.get("bbox"), d.get("score", 1.0)
+        if not isinstance(iid, int) or isinstance(iid, bool):
+            raise ValueError(f"{path}: entry {i} has no integer 'image_id' (got {iid!r})")
+        if not (isinstance(box, list) and len(box) == 4 and all(_num(v) for v in box)):
+            raise ValueError(f"{path}: entry {i} 'bbox' must be 4 numbers x, y, w, h, got {box!r}")
+        if not _num(score):
+            raise ValueError(f"{path}: entry {i} 'score' must be a number, got {score!r}")
+        if box[2] > 0 and box[3] > 0:
+            dets.setdefault(iid, []).append([*box, score])
+    return {k: np.asarray(v, np.float64).reshape(-1, 5) for k, v in dets.items()}, names

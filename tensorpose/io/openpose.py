@@ -2,9 +2,8 @@
 
 OpenPose writes one JSON file per frame with a list of ``people``, each with a flat
 ``pose_keypoints_2d = [x0, y0, c0, x1, y1, c1, ...]`` (``0, 0, 0`` for a joint it did not
-find). People are not identified across frames; :func:`load_openpose` links them into tracks
-with :func:`link_tracks` and returns ``(x, y, confidence)`` with NaN for absent people and
-missing or low-confidence joints.
+find). People are not identified across frames: :func:`link_tracks` links them into tracks
+(:func:`tensorpose.io.tracks.read_tracks` reads a folder into linked tracks).
 
 A keypoint is *found* when its confidence is positive and it is not at ``(0, 0)`` (OpenPose
 writes ``0, 0`` for joints it did not find, sometimes with a nonzero confidence). People with no
@@ -15,7 +14,7 @@ default model), ``BODY_25B`` (the experimental model, the layout of the bundled 
 ``COCO_18`` (OpenPose's COCO model); ``COCO_17`` and ``H36M_17`` files are read too. Without
 ``layout=`` it is detected from the keypoint count and geometry
 (:func:`tensorpose.layouts.detect_layout`: BODY_25 and BODY_25B both have 25 keypoints) and
-:attr:`Tracks.layout_reason` says why.
+:func:`read_openpose_detections` returns why.
 
 Malformed input raises :class:`OpenPoseError` (a ``ValueError``) naming the file: broken JSON,
 a missing ``people`` list, keypoints that are not finite numbers (or beyond ``1e7`` pixels),
@@ -29,25 +28,23 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
+from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout
 
 __all__ = [
     "COCO17_INDEX",
     "LAYOUTS",
     "OpenPoseError",
-    "Tracks",
     "bundled_tracks",
     "found",
     "frame_files",
     "link_tracks",
-    "load_openpose",
     "openpose_folders",
+    "read_openpose_detections",
     "read_openpose_frames",
     "write_openpose",
 ]
@@ -61,64 +58,6 @@ MAX_COORDINATE = 1e7
 
 class OpenPoseError(ValueError):
     """An OpenPose folder or file could not be read; the message names the file."""
-
-
-@dataclass
-class Tracks:
-    """Keypoint tracks read from one OpenPose folder.
-
-    Attributes:
-        keypoints: ``(T, P, K, 3)`` float64 ``x, y, confidence`` in pixels; NaN where a track
-            has no person in a frame, or a joint was not found or fell below
-            ``min_confidence``.
-        layout: the layout name (a key of :data:`LAYOUTS`).
-        files: the ``T`` frame files in time order.
-        min_confidence: the threshold that was applied.
-        raw: ``(T, P, K, 3)`` the same before the threshold (NaN only where the track is absent
-            or OpenPose found no joint: confidence 0, or at ``(0, 0)``).
-        people_per_frame: how many people each frame has (those with a found keypoint).
-        layout_reason: why the layout was chosen (given, or the detection's evidence).
-        ignored_people: people listed in the files without any found keypoint (ignored).
-    """
-
-    keypoints: torch.Tensor
-    layout: str
-    files: list[Path]
-    min_confidence: float
-    raw: torch.Tensor
-    people_per_frame: list[int] = field(default_factory=list)
-    layout_reason: str = ""
-    ignored_people: int = 0
-
-    @property
-    def low_confidence(self) -> torch.Tensor:
-        """``(T, P, K)`` bool: detected with ``0 < confidence < min_confidence``, hence NaN in
-        :attr:`keypoints` (missing for the filters)."""
-        c = self.raw[..., 2]
-        return (c > 0) & (c < self.min_confidence)
-
-    @property
-    def names(self) -> list[str]:
-        return LAYOUTS[self.layout]
-
-    @property
-    def num_frames(self) -> int:
-        return self.keypoints.shape[0]
-
-    @property
-    def num_tracks(self) -> int:
-        return self.keypoints.shape[1]
-
-    def to_coco17(self) -> torch.Tensor:
-        """``(T, P, 17, 3)`` in the order of ``skeletons.coco17()``."""
-        if self.layout not in COCO17_INDEX:
-            raise ValueError(f"layout {self.layout} does not contain the 17 COCO keypoints")
-        return self.keypoints[:, :, COCO17_INDEX[self.layout]]
-
-    def to_h36m17(self) -> torch.Tensor:
-        """``(T, P, 17, 3)`` in the order of ``skeletons.h36m17()`` (the lifter's input), see
-        :func:`tensorpose.layouts.to_h36m17`."""
-        return to_h36m17(self.keypoints, self.layout)
 
 
 def bundled_tracks() -> list[Path]:
@@ -219,8 +158,12 @@ def found(keypoints: torch.Tensor | np.ndarray):
     return (c > 0) & lib.isfinite(x) & lib.isfinite(y) & ~((x == 0) & (y == 0))
 
 
-def _read(folder: str | os.PathLike, layout: str | None, progress: bool = False) -> tuple:
-    """``read_openpose_frames`` plus the layout reason and the count of ignored people."""
+def read_openpose_detections(
+    folder: str | os.PathLike, layout: str | None = None, progress: bool = False
+) -> tuple[list[np.ndarray], list[Path], str, str, int]:
+    """:func:`read_openpose_frames` plus why that layout (given, or the detection's evidence)
+    and the count of people ignored for having no found keypoint; ``progress``: a bar while
+    reading folders of 300 files or more."""
     from tqdm import tqdm
 
     folder = Path(folder)
@@ -285,7 +228,7 @@ def read_openpose_frames(
             that differ between people/frames or do not fit ``layout`` (the message names the
             file).
     """
-    frames, files, layout, _, _ = _read(folder, layout)
+    frames, files, layout, _, _ = read_openpose_detections(folder, layout)
     return frames, files, layout
 
 
@@ -396,44 +339,6 @@ def link_tracks(
         has = track_of >= 0
         out[t, track_of[has]] = frames[t][has]
     return out
-
-
-def load_openpose(
-    folder: str | os.PathLike,
-    layout: str | None = None,
-    min_confidence: float = 0.3,
-    max_distance: float | None = None,
-    progress: bool = False,
-) -> Tracks:
-    """Read an OpenPose JSON folder into linked tracks.
-
-    Args:
-        folder: one camera's folder of per-frame ``*.json`` files.
-        layout: a key of :data:`LAYOUTS` (``"BODY_25"``, ``"BODY_25B"``, ``"COCO_18"``, ...);
-            ``None`` detects it from the keypoint count and geometry
-            (:func:`tensorpose.layouts.detect_layout`; :attr:`Tracks.layout_reason` says why).
-        min_confidence: joints with confidence below it (and all joints OpenPose did not find:
-            confidence 0, or at ``(0, 0)``) become NaN, i.e. missing for the filters.
-        max_distance: track-linking gate in pixels (see :func:`link_tracks`).
-        progress: a progress bar while reading folders of 300 files or more.
-
-    Returns:
-        :class:`Tracks` with ``keypoints (T, P, K, 3)``.
-
-    Raises:
-        FileNotFoundError: ``folder`` does not exist.
-        ValueError: a bad argument.
-        OpenPoseError: see :func:`read_openpose_frames`.
-    """
-    if not 0 <= min_confidence <= 1:
-        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
-    frames, files, layout, reason, ignored = _read(folder, layout, progress)
-    raw = link_tracks(frames, max_distance)
-    raw = raw.masked_fill(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
-    kp = raw.masked_fill(raw[..., 2:] < min_confidence, float("nan"))
-    return Tracks(
-        kp, layout, files, float(min_confidence), raw, [len(f) for f in frames], reason, ignored
-    )
 
 
 def write_openpose(

@@ -18,6 +18,7 @@ import torch
 from ._checks import check_last_dims, check_tensor
 
 __all__ = [
+    "camera_to_opensim",
     "H36M_FOCAL",
     "camera_to_world",
     "distort",
@@ -460,3 +461,10 @@ def fit_to_rays(
     on_ray = torch.stack([x * d, y * d, d], -1)
     placed = torch.where((w > 0)[..., None], on_ray, joints + t[..., None, :])
     return placed, t
+
+
+def camera_to_opensim(joints: torch.Tensor) -> torch.Tensor:
+    """Camera frame (x right, y down, z forward) -> Y-up frame (x right, y up, z towards the
+    camera): a rotation by 180 degrees about x, ``(x, -y, -z)``. ``joints: (..., 3)``."""
+    return joints * joints.new_tensor([1.0, -1.0, -1.0])
+

@@ -26,7 +26,8 @@ from .checkpoint import (
     set_rng_state,
 )
 from .distributed import init_distributed, wrap_ddp
-from .folder import RunFolderError, RunLock, check_run_name
+from ..io.atomic import FolderLock
+from .folder import RunFolderError, check_run_name
 from .interrupt import SignalCatcher
 from .logging import RunLog
 from .optim import build_optimizer, build_scheduler
@@ -71,7 +72,7 @@ class Run:
     stopped: str | None = None
     val: dict = field(default_factory=dict)
     t_train: float = 0.0
-    lock: RunLock | None = None
+    lock: FolderLock | None = None
     skipped: set[str] = field(default_factory=set)
     """Unreadable inputs already reported (each is reported once per run)."""
     signals: SignalCatcher | None = None
@@ -134,7 +135,7 @@ def setup(cfg: Config, run_dir: str | Path | None, resume: bool, profile: bool) 
 
 
 def _setup(cfg: Config, run_dir: Path, resume: bool, profile: bool, rank: int, world: int,
-           device: torch.device, lock: RunLock | None, t_start: float) -> Run:  # fmt: skip
+           device: torch.device, lock: FolderLock | None, t_start: float) -> Run:  # fmt: skip
     tc = cfg.train
     payload = load_resume_state(cfg, run_dir / "checkpoint.pt") if resume else None
     if rank == 0:
@@ -165,7 +166,7 @@ def _setup(cfg: Config, run_dir: Path, resume: bool, profile: bool, rank: int, w
     return run
 
 
-def open_run_folder(run_dir: Path, resume: bool) -> RunLock:
+def open_run_folder(run_dir: Path, resume: bool) -> FolderLock:
     """Create (fresh run) or open (``resume``) ``run_dir`` and take its lock; remove the
     temporary files of interrupted checkpoint writes.
 
@@ -184,7 +185,7 @@ def open_run_folder(run_dir: Path, resume: bool) -> RunLock:
                 "train.out_dir); nothing was changed"
             )
         run_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(run_dir).acquire()
+    lock = FolderLock(run_dir).acquire()
     clean_temp_files(run_dir)
     return lock
 

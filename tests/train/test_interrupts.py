@@ -23,7 +23,8 @@ from tensorpose.runs import demo
 from tensorpose.tasks import unwrap
 from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import load_checkpoint
-from tensorpose.train.folder import LOCK_NAME, RunFolderError, RunLock
+from tensorpose.io.atomic import LOCK_NAME, FolderInUseError, FolderLock
+from tensorpose.train.folder import RunFolderError
 from tensorpose.train.interrupt import SIGNAL_AFTER_STEP_ENV
 from tensorpose.train.trainer import train
 
@@ -134,17 +135,17 @@ def test_after_a_kill_the_folder_is_repaired_from_the_checkpoint(tmp_path, refer
 def test_locks(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    lock = RunLock(run_dir).acquire()
+    lock = FolderLock(run_dir).acquire()
     assert (run_dir / LOCK_NAME).read_text().split()[0] == str(os.getpid())
-    with pytest.raises(RunFolderError, match=rf"in use by process {os.getpid()}"):
-        RunLock(run_dir).acquire()
-    with pytest.raises(RunFolderError, match="in use by process"):  # a second training
+    with pytest.raises(FolderInUseError, match=rf"in use by process {os.getpid()}"):
+        FolderLock(run_dir).acquire()
+    with pytest.raises(FolderInUseError, match="in use by process"):  # a second training
         train(cfg(), run_dir, progress=False, resume=True)
     lock.release()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (run_dir / LOCK_NAME).write_text(f"{dead.pid} {os.uname().nodename}\n")
-    RunLock(run_dir).acquire().release()
+    FolderLock(run_dir).acquire().release()
     assert f"stale lock of process {dead.pid}" in capsys.readouterr().out
     assert not (run_dir / LOCK_NAME).exists()
 

@@ -1,4 +1,4 @@
-"""ONNX export of the 2D models, optionally with the decoding inside the graph.
+"""ONNX files of the 2D models, optionally with the decoding inside the graph.
 
 :func:`export_onnx` writes a model with a dynamic batch axis, either the network alone or the
 network followed by its decoder, so that the ONNX graph returns keypoints in input pixels:
@@ -38,10 +38,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .models.deeppose import denormalize_coords
-from .ops.heatmap import centernet_decode, decode_heatmaps
+from ..models.deeppose import denormalize_coords
+from ..ops.heatmap import centernet_decode, decode_heatmaps
 
-__all__ = ["DECODINGS", "ExportModule", "check_onnx", "export_checkpoint", "export_onnx"]
+__all__ = ["DECODINGS", "MIN_OPSET", "ExportModule", "check_onnx", "export_onnx"]
 
 DECODINGS = (None, "heatmap", "centernet", "regression")
 MIN_OPSET = 18
@@ -337,53 +337,3 @@ def check_onnx(
     finally:
         model.train(was)
     return worst
-
-
-TASK_DECODINGS = {"heatmap": "heatmap", "centernet": "centernet", "deeppose": "regression"}
-"""The decoding of each exportable task (``--with-decoding``)."""
-
-
-def export_checkpoint(
-    checkpoint: str | Path,
-    out: str | Path | None = None,
-    with_decoding: bool = False,
-    opset: int = MIN_OPSET,
-) -> dict:
-    """Export a training checkpoint of a 2D task to ONNX and check it against PyTorch.
-
-    Args:
-        checkpoint: a ``checkpoint.pt``/``best.pt`` of a ``heatmap``, ``deeppose`` or
-            ``centernet`` run (loaded with :func:`tensorpose.inference.load_model`, on the CPU).
-        out: the ``.onnx`` file (default: next to the checkpoint, same stem).
-        with_decoding: put the task's decoding in the graph (keypoints in input pixels).
-        opset: ONNX opset (at least 18).
-
-    Returns:
-        ``path``, ``task``, ``decoding``, ``input_shape`` ``(C, H, W)``, ``outputs`` (names),
-        ``max_error`` (largest absolute difference of onnxruntime vs PyTorch, batches 1 and 3).
-
-    Raises:
-        ValueError: a checkpoint of a task that is not exported (lifting), naming the file.
-    """
-    from .inference import load_model
-
-    _, model, cfg, _ = load_model(checkpoint, "cpu")
-    if cfg.task not in TASK_DECODINGS:
-        raise ValueError(
-            f"{checkpoint}: export supports {', '.join(sorted(TASK_DECODINGS))} checkpoints, "
-            f"not {cfg.task!r}"
-        )
-    H, W = (int(v) for v in cfg.data.input_size)
-    shape = (3, H, W)
-    decoding = TASK_DECODINGS[cfg.task] if with_decoding else None
-    kwargs: dict = {}
-    if decoding == "heatmap":
-        kwargs["method"] = cfg.model.decode
-    elif decoding == "centernet":
-        kwargs.update(k=cfg.model.top_k, joint_threshold=cfg.model.joint_threshold)
-    path = Path(out) if out is not None else Path(checkpoint).with_suffix(".onnx")
-    export_onnx(model, path, shape, decoding, opset, **kwargs)
-    error = check_onnx(path, model, shape, (1, 3), decoding, **kwargs)
-    names = ExportModule(model, shape, decoding, **kwargs).output_names
-    return {"path": path, "task": cfg.task, "decoding": decoding, "input_shape": shape,
-            "outputs": list(names), "max_error": error}  # fmt: skip

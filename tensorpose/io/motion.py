@@ -1,4 +1,5 @@
-"""3D marker exports: OpenSim/Motion Analysis ``.trc`` and ``.csv`` writers, a ``.trc`` reader.
+"""3D joint motion files: OpenSim/Motion Analysis ``.trc`` and ``.csv`` writers, a ``.trc``
+reader, and the ``.npz`` writer (plain arrays only).
 
 TRC (Track Row Column) as OpenSim's ``TRCFileAdapter`` reads it, tab separated::
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["TRC", "TRCError", "read_trc", "write_csv", "write_trc"]
+__all__ = ["TRC", "TRCError", "read_trc", "write_csv", "write_npz", "write_trc"]
 
 _KEYS = ["DataRate", "CameraRate", "NumFrames", "NumMarkers", "Units", "OrigDataRate",
          "OrigDataStartFrame", "OrigNumFrames"]  # fmt: skip
@@ -217,3 +218,18 @@ def read_trc(path: str | os.PathLike) -> TRC:
     points = np.array(rows, dtype=np.float64).reshape(len(rows), n_markers, 3)
     return TRC(points, names, np.array(frames), np.array(time), fps, camera_rate,
                header["Units"], header, comment)  # fmt: skip
+
+
+def write_npz(path: str | os.PathLike, arrays: dict, compressed: bool = False) -> Path:
+    """Write ``arrays`` (name -> array-like) to an ``.npz`` (``compressed``: deflated).
+
+    Raises:
+        ValueError: an object array (it would need pickle to read back).
+    """
+    plain = {k: np.asarray(v) for k, v in arrays.items()}
+    bad = [k for k, v in plain.items() if v.dtype == object]
+    if bad:
+        raise ValueError(f"npz arrays must be plain numbers or strings, {bad} are objects")
+    (np.savez_compressed if compressed else np.savez)(path, **plain)
+    return Path(path)
+

@@ -1,43 +1,25 @@
-"""Whole runs behind the ``train`` and ``demo`` commands: train, evaluate the checkpoint,
-write ``metrics.json`` (and the demo's pictures)."""
+"""``tensorpose demo``: train the default lifter on the bundled CMU mocap, evaluate it on the
+held-out recording, and draw its curves and skeletons."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import Config, load_config
-from .inference import evaluate
-from .tasks import get_task
-from .train.folder import check_run_name, fresh_name
-from .train.trainer import train
+from ..config import load_config
+from ..inference import evaluate
+from ..tasks import get_task
+from ..train.folder import check_run_name, fresh_name
+from ..train.trainer import train
+from ..viz import plot_curves, plot_skeletons_3d
 
-__all__ = ["DEMO_THREADS", "demo", "train_and_evaluate"]
+__all__ = ["DEMO_THREADS", "demo"]
 
 DEMO_THREADS = 2
 """CPU threads of ``tensorpose demo`` (fixed, so its numbers do not depend on the machine)."""
-
-
-def train_and_evaluate(
-    cfg: Config, resume: str | Path | None = None, progress: bool = True, profile: bool = False
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Train ``cfg`` (or resume the run folder ``resume``), then evaluate its checkpoint on the
-    run's validation data and write ``metrics.json`` into the run folder.
-
-    Returns:
-        ``(train result, evaluation)``; the evaluation is ``None`` on DDP ranks other than 0.
-    """
-    result = train(cfg, resume, progress=progress, resume=resume is not None, profile=profile)
-    if result["world_size"] > 1 and int(os.environ.get("RANK", "0")) != 0:
-        return result, None
-    m = evaluate(result["checkpoint"], device=cfg.train.device)
-    metrics = get_task(cfg.task).metrics_json(m)
-    (result["run_dir"] / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    return result, m
 
 
 def demo(
@@ -60,8 +42,6 @@ def demo(
     Returns:
         ``config``, ``run_dir``, ``metrics`` (the evaluation), ``seconds``.
     """
-    from .viz import plot_curves, plot_skeletons_3d
-
     t0 = time.perf_counter()
     cfg = load_config(None, [f"model.head={head}", f"train.threads={DEMO_THREADS}", *overrides])
     if name:

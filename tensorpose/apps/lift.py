@@ -1,0 +1,226 @@
+"""``tensorpose lift``: one person's 2D keypoints of a recording -> root-relative 3D files.
+
+Check the inputs (keypoints, calibration or size, video, lifter), lift
+(:func:`tensorpose.lift3d.lift_keypoints`), then commit ``<name>_3d.npz``, ``<name>.trc``,
+``<name>.csv``, ``<name>_skeletons.png`` and with a video ``<name>.mp4`` all at once
+(:class:`tensorpose.io.atomic.OutputFolder`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..io.atomic import OutputFolder
+from ..io.calibration import load_calibration
+from ..io.motion import write_csv, write_npz, write_trc
+from ..io.tracks import read_person
+from ..io.video import VideoWriter, iter_video, video_info
+from ..lift3d import lift_keypoints, load_lifter
+from ..ops.camera import camera_to_opensim
+from ..skeleton import Skeleton
+from ..viz import draw_lift_frame, orthographic_panel, plot_skeletons_3d
+
+__all__ = ["DEFAULT_FPS", "lift", "output_names", "summary"]
+
+DEFAULT_FPS = 30.0
+
+
+def output_names(name: str) -> list[str]:
+    """Every file ``lift`` may write for an input named ``name`` (the MP4 with ``--video``)."""
+    return [f"{name}_3d.npz", f"{name}.trc", f"{name}.csv", f"{name}_skeletons.png",
+            f"{name}.mp4"]  # fmt: skip
+
+
+def _check_options(size, calib, camera, fps) -> None:
+    if size is not None and calib is not None:
+        raise ValueError("pass either --size or --calib/--camera, not both")
+    if camera is not None and calib is None:
+        raise ValueError("--camera needs --calib")
+    if size is not None and (len(size) != 2 or min(size) < 1 or max(size) > 100_000):
+        raise ValueError(f"--size must be WxH with integers in 1..100000, got {size}")
+    if fps is not None and not (math.isfinite(fps) and 0.1 <= fps <= 10_000):
+        raise ValueError(f"--fps must be a frame rate in 0.1..10000, got {fps}")
+
+
+def _calibration_camera(calib: str | os.PathLike, camera: str | None):
+    """``(K (3, 3), dist (5,), size (w, h))`` of one camera of a calibration file."""
+    cal = load_calibration(calib)
+    names = list(cal.names)
+    if camera is None:
+        raise ValueError(f"--calib needs --camera (one of {names})")
+    if camera not in names:
+        raise ValueError(f"--camera {camera!r} is not in {calib} (cameras: {names})")
+    c = names.index(camera)
+    w, h = (int(v) for v in cal.size[c].tolist())
+    return cal.K[c].double(), cal.dist[c].double(), (w, h)
+
+
+def _check_video(video: str | os.PathLike, frames: int, size) -> None:
+    """The video's frame count must equal ``frames`` and its size the image size."""
+    n, _, vsize = video_info(video)
+    if n > 0 and n != frames:
+        raise ValueError(f"--video {video} has {n} frames but the keypoints have {frames}")
+    if size is not None and tuple(size) != tuple(vsize):
+        raise ValueError(f"--video is {vsize[0]}x{vsize[1]} but the image size is "
+                         f"{size[0]}x{size[1]}")  # fmt: skip
+
+
+def lift(
+    input: str | os.PathLike,
+    checkpoint: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+    *,
+    layout: str | None = None,
+    person: int | None = None,
+    fps: float | None = None,
+    calib: str | os.PathLike | None = None,
+    camera: str | None = None,
+    size: tuple[int, int] | None = None,
+    video: str | os.PathLike | None = None,
+    flip: bool = False,
+    min_confidence: float = 0.3,
+    reproject: bool = False,
+    overwrite: bool = False,
+    device: str | torch.device = "cpu",
+    vp3d_joints: str | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Lift a recording's 2D keypoints to 3D and write the files (``tensorpose lift``).
+
+    Every input is checked before anything is written; the files are written under temporary
+    names and moved into ``out`` at the end; existing outputs are refused unless ``overwrite``.
+
+    Args:
+        input: OpenPose JSON folder, COCO results ``.json`` or ``.npz``
+            (:func:`tensorpose.io.tracks.read_person`; default person: the longest track).
+        checkpoint: ``.pt`` lifting checkpoint, VideoPose3D ``.bin``, or None (bundled).
+        out: output folder (default ``./lift_<name>``, ``name`` the input's stem).
+        calib, camera: a calibration file and camera name (image size, and ``K`` for
+            intrinsics-normalised models); ``size``: ``(w, h)`` instead.
+        video: the recording, for ``<name>.mp4`` (2D skeleton on the frames, 3D beside).
+        flip: test-time flip averaging.
+        min_confidence: joints below it are missing (bridged).
+        reproject: slide the joints onto their 2D rays (see
+            :func:`tensorpose.lift3d.lift_keypoints`).
+        vp3d_joints: VideoPose3D input joints (see :func:`tensorpose.lift3d.load_lifter`).
+
+    Returns:
+        a report: input, kind, layout (+ reason), tracks, person, frames, joints, bridged
+        counts, model, normalisation, size, fps, flip, reproject, files written, seconds.
+    """
+    t0 = time.perf_counter()
+    src = Path(input)
+    name = src.stem if src.suffix.lower() in (".json", ".npz") else src.resolve().name
+    out_dir = Path(out) if out is not None else Path(f"lift_{name}")
+    _check_options(size, calib, camera, fps)
+    outputs = OutputFolder(out_dir, output_names(name), inputs=[src, checkpoint, calib, video],
+                           overwrite=overwrite)  # fmt: skip
+    kp = read_person(src, layout, person, progress)
+    K = dist = None
+    if calib is not None:
+        K, dist, size = _calibration_camera(calib, camera)
+    size = size if size is not None else kp.size
+    fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
+    T = kp.keypoints.shape[0]
+    if video is not None:
+        _check_video(video, T, size)
+    lifter = load_lifter(checkpoint, device, vp3d_joints)
+    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject)
+    skel_in = lifter.skeleton_in
+    with outputs:
+        _write_files(outputs, name, r, skel_in, lifter.skeleton_out, fps_used)
+        if video is not None:
+            _write_video(outputs.path(f"{name}.mp4"), video, r, skel_in, lifter.skeleton_out,
+                         fps_used, progress)  # fmt: skip
+        written = outputs.commit()
+    return {
+        "input": str(src),
+        "kind": kp.kind,
+        "layout": kp.layout,
+        "layout_reason": kp.layout_reason,
+        "tracks": kp.track_frames,
+        "person": kp.person,
+        "frames": T,
+        "joints": lifter.skeleton_out.num_joints,
+        "bridged_joints": r["bridged_joints"],
+        "bridged_frames": r["bridged_frames"],
+        "absent_frames": r["absent_frames"],
+        "min_confidence": min_confidence,
+        "model": f"{lifter.kind} {lifter.path}",
+        "normalization": lifter.normalization,
+        "size": tuple(size) if size is not None else None,
+        "fps": fps_used,
+        "fps_given": fps is not None or kp.fps is not None,
+        "flip": flip,
+        "reproject": reproject,
+        "out_dir": str(out_dir),
+        "files": [str(p) for p in written],
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
+                 skel_out: Skeleton, fps: float) -> None:  # fmt: skip
+    """The npz, TRC, CSV and skeleton picture into the staging folder."""
+    joints = r["joints"].double()
+    names = list(skel_out.names)
+    write_npz(outputs.path(f"{name}_3d.npz"), {
+        "joints": joints.float().numpy(), "names": np.array(names), "fps": np.float64(fps),
+        "missing": r["missing"].numpy(), "input_names": np.array(skel_in.names),
+        "keypoints_2d": r["pixels"].float().numpy(),
+    })  # fmt: skip
+    up = camera_to_opensim(joints).numpy()
+    axes = "X/Y/Z: camera frame turned Y up (x, -y, -z), root-relative, metres"
+    write_trc(outputs.path(f"{name}.trc"), up, names, fps, units="m", axes=axes)
+    write_csv(outputs.path(f"{name}.csv"), up, names, fps, units="m")
+    T = joints.shape[0]
+    idx = torch.linspace(0, T - 1, min(4, T)).round().long().unique()
+    plot_skeletons_3d(None, r["joints"][idx], skel_out, outputs.path(f"{name}_skeletons.png"),
+                      labels=[f"frame {int(i)}" for i in idx],
+                      title=f"{name}: lifted 3D ({T} frames)")  # fmt: skip
+
+
+def _write_video(path: Path, video, r: dict, skel_in: Skeleton, skel_out: Skeleton, fps: float,
+                 progress: bool) -> None:  # fmt: skip
+    """2D skeleton over each frame, the 3D skeleton beside (frames decoded once, in order)."""
+    from tqdm import tqdm
+
+    px = r["pixels"].round().long().numpy()
+    miss = r["missing"].numpy()
+    T = len(px)
+    panel = None
+    with VideoWriter(path, fps) as writer:
+        frames = tqdm(iter_video(video, T), total=T, desc="video", leave=False,
+                      disable=not progress or T < 300)  # fmt: skip
+        for t, frame in enumerate(frames):  # a loop over frames (decoding and drawing)
+            if panel is None:
+                panel = orthographic_panel(r["joints"].double(), frame.shape[0])
+                panel = panel.round().long().numpy()
+            writer.write(draw_lift_frame(frame, px[t], miss[t], panel[t], skel_in, skel_out))
+
+
+def summary(r: dict[str, Any]) -> list[str]:
+    """The lines ``tensorpose lift`` prints."""
+    tracks = ", ".join(map(str, r["tracks"]))
+    size = "x".join(map(str, r["size"])) if r["size"] else "none"
+    fps = f"{r['fps']:g} fps" + ("" if r["fps_given"] else " (default; pass --fps)")
+    return [
+        f"{r['input']} ({r['kind']}): {r['frames']} frames, layout {r['layout']} "
+        f"({r['layout_reason']})",
+        f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})",
+        f"  bridged {r['bridged_joints']} joint-frames in {r['bridged_frames']} frames "
+        f"(confidence < {r['min_confidence']} or missing; {r['absent_frames']} frames with no "
+        "joint), by linear interpolation in time",
+        f"  model {r['model']}, {r['normalization']} normalisation, size {size}, {fps}"
+        + (", test-time flip" if r["flip"] else "")
+        + (", joints slid onto their 2D rays" if r["reproject"] else ""),
+        f"wrote {len(r['files'])} files to {r['out_dir']} ({r['seconds']:.1f} s):",
+        *[f"  {f}" for f in r["files"]],
+    ]

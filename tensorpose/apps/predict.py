@@ -1,0 +1,249 @@
+"""``tensorpose predict``: 2D poses of every person in an image, a folder of images or a video.
+
+Check the inputs (model, boxes, input, output folder), then per batch of frames decode
+(:func:`tensorpose.io.video.iter_frames`), find people (:mod:`tensorpose.pose2d`) and stage the
+outputs; commit them all at once when the whole input is done
+(:class:`tensorpose.io.atomic.OutputFolder`).
+
+Outputs in ``out_dir``:
+
+- ``results.json``: COCO keypoint results (``COCO.loadRes`` input), every person;
+- ``openpose/<name>_<frame:012d>_keypoints.json``: OpenPose per-frame JSON in the ``COCO_18``
+  layout (:func:`tensorpose.layouts.to_coco18`), people scoring at least ``min_score``;
+  ``<name>`` is the image's or video's stem (frame 0 for an image);
+- pictures: ``drawn/<image file name>`` for images, ``<video stem>.mp4`` (mp4v) for a video.
+
+COCO image ids: from the boxes file when it is a COCO file with an ``images`` list (matched by
+file name), otherwise the number in the file name (COCO's own ``000000000790.jpg`` is image
+790); when some file has no number, or two share one, every file gets its position in the
+sorted folder. Video frames are numbered from 0.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from .. import skeletons
+from ..io.atomic import OutputFolder
+from ..io.coco import coco_results, load_detections
+from ..io.openpose import write_openpose
+from ..io.video import FrameBatch, VideoWriter, count_frames, is_video, iter_frames, video_info
+from ..layouts import COCO_LINKS, to_coco18
+from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
+from ..viz import draw_people
+
+__all__ = ["PredictResult", "predict", "summary"]
+
+
+@dataclass
+class PredictResult:
+    """What :func:`predict` did: ``frames`` processed, ``people`` found (all scores),
+    ``seconds`` of wall time, ``frames_per_s``, and the ``outputs`` written (name -> path)."""
+
+    frames: int
+    people: int
+    seconds: float
+    outputs: dict[str, Path] = field(default_factory=dict)
+    image_ids: list[int] = field(default_factory=list)
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / max(self.seconds, 1e-9)
+
+
+class _Staged:
+    """The outputs of one run, staged in an :class:`OutputFolder`."""
+
+    def __init__(self, outputs: OutputFolder, stem: str, video: bool, fps: float,
+                 which: dict[str, bool], min_score: float, min_kp: float,
+                 skeleton: str) -> None:  # fmt: skip
+        self.outputs, self.stem, self.video, self.which = outputs, stem, video, which
+        self.skeleton = skeletons.get(skeleton)
+        self.min_score, self.min_kp = min_score, min_kp
+        self.results: list[dict] = []
+        self.writer = VideoWriter(outputs.path(f"{stem}.mp4"), fps) if video else None
+
+    def add(self, frames: FrameBatch, people: list[dict]) -> None:
+        if self.which["coco"]:
+            for iid, p in zip(frames.image_ids, people, strict=True):
+                if len(p["scores"]):
+                    self.results += coco_results(
+                        [iid] * len(p["scores"]), p["keypoints"][..., :2],
+                        p["keypoints"][..., 2].clamp(0, 1), p["scores"],
+                    )  # fmt: skip
+        shown = [{k: v[p["scores"] >= self.min_score] for k, v in p.items()} for p in people]
+        if self.which["openpose"]:
+            P = max((len(p["scores"]) for p in shown), default=0)
+            kp = np.full((len(shown), max(P, 1), 18, 3), np.nan)
+            for i, p in enumerate(shown):  # per frame: pad to the batch's most people
+                kp[i, : len(p["scores"])] = to_coco18(p["keypoints"].numpy())
+            names = [f"{Path(n).stem if not self.video else n}_{t:012d}_keypoints.json"
+                     for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
+            write_openpose(torch.from_numpy(kp), self.outputs.path("openpose"), names)
+        if self.which["draw"]:
+            for img, name, p in zip(frames.images, frames.names, shown, strict=True):
+                drawn = draw_people(img, p, self.min_kp, self.skeleton, COCO_LINKS)
+                bgr = cv2.cvtColor(drawn, cv2.COLOR_RGB2BGR)
+                self._picture(bgr, name)
+
+    def _picture(self, bgr: np.ndarray, name: str) -> None:
+        if self.writer is not None:
+            self.writer.write(bgr)
+            return
+        path = self.outputs.path("drawn") / name
+        path.parent.mkdir(exist_ok=True)
+        if not cv2.imwrite(str(path), bgr):
+            raise ValueError(f"{path}: could not write the picture")
+
+    def finish(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.which["coco"]:
+            self.outputs.path("results.json").write_text(json.dumps(self.results))
+        if self.which["openpose"]:
+            self.outputs.path("openpose").mkdir(exist_ok=True)
+        if self.which["draw"] and not self.video:
+            self.outputs.path("drawn").mkdir(exist_ok=True)
+
+
+def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
+    topdown = pose.kind != "centernet"
+    if topdown and (boxes is None) == (detector is None):
+        raise ValueError(
+            f"a top-down {pose.kind} model needs person boxes: give exactly one of --boxes (a "
+            "COCO detections JSON) or --detector (a CenterNet model)"
+        )
+    if not topdown and (boxes is not None or detector is not None):
+        raise ValueError("a centernet model finds people itself: --boxes/--detector are not used")
+    if detector is not None and detector.kind != "centernet":
+        raise ValueError(f"--detector must be a centernet model, got kind {detector.kind!r}")
+
+
+def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, chunk):
+    """Per frame of the batch: the people found, and whether a boxes file had any box."""
+    if pose.kind == "centernet":
+        return centernet_people(pose, images, size, 0.0), False
+    matched = False
+    if detector is not None:
+        found = centernet_people(detector, images, size, box_threshold)
+        per_frame = [torch.cat([p["boxes"], p["scores"][:, None]], -1) for p in found]
+    else:
+        per_frame = []
+        for iid in fb.image_ids:  # per frame: a dictionary lookup
+            d = dets.get(iid)
+            matched |= d is not None
+            d = np.zeros((0, 5)) if d is None else d[d[:, 4] >= box_threshold]
+            per_frame.append(torch.from_numpy(d))
+    return topdown_people(pose, images, per_frame, chunk), matched
+
+
+def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> ValueError:
+    have = sorted(dets)[:5]
+    return ValueError(
+        f"{boxes}: no detection for any of the {frames} input frames (their image ids: "
+        f"{ids[:5]}{' ...' if len(ids) > 5 else ''}; the file has ids {have}"
+        f"{' ...' if len(dets) > 5 else ''}); image ids come from the numbers in the file "
+        "names, or from the boxes file's 'images' list"
+    )
+
+
+@torch.no_grad()
+def predict(
+    input: str | Path,
+    pose: PoseModel,
+    out_dir: str | Path,
+    *,
+    boxes: str | Path | None = None,
+    detector: PoseModel | None = None,
+    batch_size: int = 8,
+    box_threshold: float = 0.3,
+    min_score: float = 0.1,
+    min_keypoint_score: float = 0.2,
+    coco: bool = True,
+    openpose: bool = True,
+    draw: bool = True,
+    overwrite: bool = False,
+    inputs: tuple = (),
+    progress: bool = True,
+) -> PredictResult:
+    """Predict every person's keypoints in an image, a folder of images or a video.
+
+    Args:
+        input: image file, folder of images, or video file.
+        pose: the pose model (:class:`~tensorpose.pose2d.PoseModel`), on its device, in eval
+            mode.
+        out_dir: where outputs go (see the module docstring); created.
+        boxes: COCO detections JSON (top-down models; see
+            :func:`tensorpose.io.coco.load_detections`).
+        detector: a ``"centernet"`` model used as person detector (top-down models).
+        batch_size: frames per batch (and people per top-down forward pass: ``4 x`` this).
+        box_threshold: boxes (file or detector) scoring less are not used (0: all).
+        min_score: people scoring less are left out of the OpenPose JSON and the pictures (the
+            COCO results keep everyone: AP ranks by score).
+        min_keypoint_score: joints drawn from this confidence on.
+        coco, openpose, draw: which outputs to write.
+        overwrite: replace the outputs of an earlier run in ``out_dir``.
+        inputs: other input files (checkpoints) the output may not overlap.
+        progress: a tqdm progress bar over frames.
+
+    Raises:
+        ValueError: a bad input (named), a top-down model without ``boxes``/``detector``, a
+            CenterNet model with them, a ``detector`` that is not a CenterNet model, or a boxes
+            file whose image ids match none of the input's frames.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    input = Path(input)
+    _check_models(pose, boxes, detector)
+    if not input.exists():
+        raise FileNotFoundError(f"{input}: no such image, folder or video")
+    video = is_video(input)
+    stem = input.stem if input.is_file() else input.resolve().name
+    outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", f"{stem}.mp4"],
+                           inputs=[input, boxes, *inputs], overwrite=overwrite)  # fmt: skip
+    dets, names = load_detections(boxes) if boxes is not None else ({}, {})
+    fps = (video_info(input)[1] or 30.0) if video else 30.0
+    total = count_frames(input)
+    which = {"coco": coco, "openpose": openpose, "draw": draw}
+    frames_done, people_count, matched, ids_seen = 0, 0, False, []
+    bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}")
+    try:
+        with outputs:
+            staged = _Staged(outputs, stem, video, fps, which, min_score, min_keypoint_score,
+                             pose.skeleton)
+            for fb in iter_frames(input, batch_size, names):
+                images, size = pad_frames(fb.images, pose.device)
+                people, hit = _people(pose, detector, dets, fb, images, size, box_threshold,
+                                      4 * batch_size)  # fmt: skip
+                staged.add(fb, people)
+                matched |= hit
+                frames_done += len(fb.images)
+                people_count += sum(len(p["scores"]) for p in people)
+                ids_seen += fb.image_ids
+                bar.update(len(fb.images))
+            if boxes is not None and not matched:
+                raise _no_match(boxes, frames_done, ids_seen, dets)
+            staged.finish()
+            written = outputs.commit()
+    finally:
+        bar.close()
+    keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
+    done = {keys.get(p.name, "pictures"): p for p in written}
+    return PredictResult(frames_done, people_count, time.perf_counter() - t0, done, ids_seen)
+
+
+def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
+    """The lines ``tensorpose predict`` prints."""
+    return [
+        f"{r.frames} frames, {r.people} people, {r.seconds:.1f} s ({r.frames_per_s:.1f} "
+        f"frames/s, {pose.kind} on {pose.device}) -> {out}",
+        *[f"  {name}: {path}" for name, path in r.outputs.items()],
+    ]

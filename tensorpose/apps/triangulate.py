@@ -1,0 +1,131 @@
+"""``tensorpose triangulate``: one keypoint folder per calibrated camera -> 3D joints.
+
+Check the inputs (:func:`tensorpose.multiview.read_cameras`), triangulate
+(:func:`tensorpose.multiview.triangulate_cameras`), then commit ``<name>_3d.trc`` (valid joints,
+metres, the calibration's world frame; the axes on the file's first line), ``<name>_3d.npz``
+(``points``, ``errors``, ``mean_error``, ``used``, ``valid``, ``person``, ``names``,
+``cameras``, ``folders``, ``fps``, ``units``) and ``<name>_3d_errors.png`` all at once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..io.atomic import OutputFolder
+from ..io.motion import write_npz, write_trc
+from ..io.openpose import BUNDLED_FPS, bundled_tracks
+from ..multiview import find_camera_folders, read_cameras, summarize, triangulate_cameras
+from ..viz import plot_reprojection_errors
+
+__all__ = ["output_names", "summary", "triangulate"]
+
+
+def output_names(name: str) -> list[str]:
+    """The files ``triangulate`` writes for a recording named ``name``."""
+    return [f"{name}_3d.trc", f"{name}_3d.npz", f"{name}_3d_errors.png"]
+
+
+def _fps(tracks_dir: Path, fps: float | None) -> float:
+    """``fps``, or the bundled trial's 60 for the bundled folders."""
+    if fps is None:
+        bundled = [p.resolve() for p in bundled_tracks()]
+        if [f.resolve() for f in find_camera_folders(tracks_dir)] != bundled:
+            raise ValueError("--fps is needed for the TRC time column (frames per second)")
+        return BUNDLED_FPS
+    if not (isinstance(fps, int | float) and math.isfinite(fps) and 0.1 <= fps <= 10_000):
+        raise ValueError(f"--fps must be a frame rate in 0.1..10000, got {fps!r}")
+    return float(fps)
+
+
+def triangulate(
+    tracks_dir: str | os.PathLike,
+    calib_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    min_confidence: float = 0.3,
+    max_reprojection_px: float = 15.0,
+    layout: str | None = None,
+    fps: float | None = None,
+    association_px: float = 20.0,
+    drop: str = "leave_one_out",
+    name: str | None = None,
+    plot: bool = True,
+    overwrite: bool = False,
+    device: str | torch.device = "cpu",
+) -> dict:
+    """Triangulate a multi-camera recording and write the 3D joints (``tensorpose
+    triangulate``).
+
+    Args:
+        tracks_dir: folder with one sub-folder of OpenPose ``*.json`` per camera.
+        calib_path: ``.qca.txt`` or ``.toml`` calibration; its cameras are matched to the
+            folders by name (``cam01_json`` <-> ``cam_01``), it may hold more cameras.
+        out_dir: output folder (created).
+        min_confidence, max_reprojection_px, association_px, drop: see
+            :func:`tensorpose.multiview.triangulate_cameras`.
+        layout: keypoint layout; ``None`` detects it.
+        fps: frame rate of the recording; ``None`` is only allowed for the bundled trial.
+        name: output file stem (default: the name of ``tracks_dir``).
+        plot: write the PNG.
+        overwrite: replace existing outputs (otherwise they are an error).
+
+    Returns:
+        A report: output paths, cameras and folders, calibration, layout, fps and the figures
+        of :func:`tensorpose.multiview.summarize`.
+    """
+    tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
+    name = name or tracks_dir.resolve().name
+    names = output_names(name)
+    outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
+                           overwrite=overwrite)  # fmt: skip
+    fps = _fps(tracks_dir, fps)
+    cams = read_cameras(tracks_dir, calib_path, layout)
+    tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
+                              max_reprojection_px=max_reprojection_px, drop=drop,
+                              device=device)  # fmt: skip
+    with outputs:
+        axes = (f"X/Y/Z: world frame of {calib_path.name} (metres), cameras {cams.names}, "
+                f"tensorpose multi-view triangulation")  # fmt: skip
+        write_trc(outputs.path(names[0]), tri.points, tri.names, fps, units="m", axes=axes)
+        write_npz(outputs.path(names[1]), {
+            "points": tri.points, "errors": tri.errors, "mean_error": tri.mean_error,
+            "used": tri.used, "valid": tri.valid, "person": tri.person,
+            "names": np.array(tri.names), "cameras": np.array(cams.names),
+            "folders": np.array([f.name for f in cams.folders]), "fps": np.float64(fps),
+            "units": "m",
+        }, compressed=True)  # fmt: skip
+        if plot:
+            title = (f"{name}: reprojection error per joint ({len(cams.names)} cameras, "
+                     f"{cams.frames} frames, valid {tri.valid.mean():.1%})")  # fmt: skip
+            plot_reprojection_errors(outputs.path(names[2]), tri.mean_error, tri.valid,
+                                     tri.names, max_reprojection_px, title)  # fmt: skip
+        written = outputs.commit()
+    return {
+        "tracks_dir": str(tracks_dir),
+        "outputs": {p.suffix[1:]: str(p) for p in written},
+        "cameras": cams.names,
+        "folders": [f.name for f in cams.folders],
+        "calibration": str(calib_path),
+        "layout": cams.layout,
+        "fps": fps,
+        **summarize(tri),
+    }
+
+
+def summary(r: dict) -> list[str]:
+    """The lines ``tensorpose triangulate`` prints."""
+    med, p90 = r["median_reprojection_px"], r["p90_reprojection_px"]
+    errors = f"{med:.2f} px median, {p90:.2f} px p90" if med is not None else "none valid"
+    return [
+        f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
+        f"{r['fps']:g} fps, calibration {r['calibration']}",
+        *[f"  camera {c}: {f}" for c, f in zip(r["cameras"], r["folders"], strict=True)],
+        f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
+        f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
+        *[f"  wrote {p}" for p in r["outputs"].values()],
+    ]

@@ -1,0 +1,62 @@
+"""Reading a user's files safely: regular files only (a FIFO, a device such as ``/dev/zero`` or
+a folder is refused before it is opened), with a size limit named in the error."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["MAX_FILE_BYTES", "check_regular_file", "read_bytes", "read_text"]
+
+MAX_FILE_BYTES = 2 << 30
+"""Default largest input file (2 GiB)."""
+
+
+def check_regular_file(
+    path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: str = "file"
+) -> Path:
+    """``path`` if it is a regular file (after following symlinks) of at most ``max_bytes``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a folder, FIFO, socket or device, or a file over the limit (named).
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such {what}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"{path}: is a folder, expected a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path}: not a regular file (a pipe, socket or device), expected a {what}")
+    if st.st_size > max_bytes:
+        raise ValueError(
+            f"{path}: {st.st_size / 2**20:.0f} MiB, over the {max_bytes / 2**20:.0f} MiB limit "
+            f"for a {what}"
+        )
+    return path
+
+
+def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see :func:`check_regular_file`)."""
+    path = check_regular_file(path, max_bytes, what)
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grew while being read
+        raise ValueError(f"{path}: over the {max_bytes / 2**20:.0f} MiB limit for a {what}")
+    return data
+
+
+def read_text(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: str = "file") -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes``.
+
+    Raises:
+        ValueError: not UTF-8 text (named), and as :func:`read_bytes`.
+    """
+    data = read_bytes(path, max_bytes, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None

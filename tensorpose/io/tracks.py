@@ -1,0 +1,338 @@
+"""The one reader of 2D keypoint tracks: an OpenPose JSON folder, a COCO results JSON or an
+``.npz`` -> per-frame detections (:func:`read_detections`), linked tracks (:func:`read_tracks`)
+or one person (:func:`read_person`). ``lift``, ``smooth``, ``triangulate`` and ``eval-wild``
+read their inputs through it.
+
+- OpenPose folder: one JSON per frame (:mod:`tensorpose.io.openpose`).
+- COCO results JSON: a list of ``{image_id, keypoints, score}`` (or a COCO file's
+  ``annotations``); ``image_id`` order = frame order.
+- ``.npz``: ``keypoints (T, K, 2|3)`` of one person (NaN = missing; confidence 1 where the
+  file has none), optional ``fps``, ``width``, ``height``.
+
+The layout is given or detected from the keypoint count and geometry
+(:func:`tensorpose.layouts.detect_layout`); every result says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
+from .files import read_text
+from .openpose import found, link_tracks, read_openpose_detections
+
+__all__ = ["Detections", "Keypoints2D", "Tracks", "read_detections", "read_person", "read_tracks"]
+
+MAX_JSON_BYTES = 1 << 30
+"""Largest COCO results file read (1 GiB)."""
+
+
+@dataclass
+class Detections:
+    """Per-frame detections of a keypoint file or folder, people not linked across frames.
+
+    Attributes:
+        frames: per frame ``(P_t, K, 3)`` float64 ``x, y, confidence`` as in the file (people
+            without any found keypoint dropped; npz: one person per frame, NaN kept).
+        layout, layout_reason: the layout and why.
+        kind: ``openpose``, ``coco`` or ``npz``.
+        files: OpenPose frame files (else empty).
+        ignored_people: OpenPose people without any found keypoint.
+        fps, size: npz only, when stored.
+    """
+
+    frames: list[np.ndarray]
+    layout: str
+    layout_reason: str
+    kind: str
+    files: list[Path] = field(default_factory=list)
+    ignored_people: int = 0
+    fps: float | None = None
+    size: tuple[int, int] | None = None
+
+
+@dataclass
+class Tracks:
+    """Keypoint tracks read from one OpenPose folder, COCO results file or npz.
+
+    Attributes:
+        keypoints: ``(T, P, K, 3)`` float64 ``x, y, confidence`` in pixels; NaN where a track
+            has no person in a frame, or a joint was not found or fell below
+            ``min_confidence``.
+        layout: the layout name (a key of :data:`LAYOUTS`).
+        files: the ``T`` frame files in time order (OpenPose folders; else empty).
+        min_confidence: the threshold that was applied.
+        raw: ``(T, P, K, 3)`` the same before the threshold (NaN only where the track is absent
+            or OpenPose found no joint: confidence 0, or at ``(0, 0)``).
+        people_per_frame: how many people each frame has (those with a found keypoint).
+        layout_reason: why the layout was chosen (given, or the detection's evidence).
+        ignored_people: people listed in the files without any found keypoint (ignored).
+        kind: ``openpose``, ``coco`` or ``npz``.
+        fps, size: frame rate and ``(width, height)`` stored in the file (npz), if any.
+    """
+
+    keypoints: torch.Tensor
+    layout: str
+    files: list[Path]
+    min_confidence: float
+    raw: torch.Tensor
+    people_per_frame: list[int] = field(default_factory=list)
+    layout_reason: str = ""
+    ignored_people: int = 0
+    kind: str = "openpose"
+    fps: float | None = None
+    size: tuple[int, int] | None = None
+
+    @property
+    def low_confidence(self) -> torch.Tensor:
+        """``(T, P, K)`` bool: detected with ``0 < confidence < min_confidence``, hence NaN in
+        :attr:`keypoints` (missing for the filters)."""
+        c = self.raw[..., 2]
+        return (c > 0) & (c < self.min_confidence)
+
+    @property
+    def names(self) -> list[str]:
+        return LAYOUTS[self.layout]
+
+    @property
+    def num_frames(self) -> int:
+        return self.keypoints.shape[0]
+
+    @property
+    def num_tracks(self) -> int:
+        return self.keypoints.shape[1]
+
+    def to_coco17(self) -> torch.Tensor:
+        """``(T, P, 17, 3)`` in the order of ``skeletons.coco17()``."""
+        if self.layout not in COCO17_INDEX:
+            raise ValueError(f"layout {self.layout} does not contain the 17 COCO keypoints")
+        return self.keypoints[:, :, COCO17_INDEX[self.layout]]
+
+    def to_h36m17(self) -> torch.Tensor:
+        """``(T, P, 17, 3)`` in the order of ``skeletons.h36m17()`` (the lifter's input), see
+        :func:`tensorpose.layouts.to_h36m17`."""
+        return to_h36m17(self.keypoints, self.layout)
+
+
+@dataclass
+class Keypoints2D:
+    """One person's 2D keypoints read from a file.
+
+    Attributes:
+        keypoints: ``(T, K, 3)`` float64 ``x, y, confidence`` in pixels; NaN where the person
+            is absent or a keypoint was not found (confidence 1 where the file had none).
+        layout: keypoint layout (a key of :data:`tensorpose.layouts.LAYOUTS`).
+        layout_reason: why that layout (given, or the detection's evidence).
+        kind: ``openpose``, ``coco`` or ``npz``.
+        track_frames: frames in which each linked track is present (one entry for npz).
+        person: the chosen track.
+        fps, size: frame rate and ``(width, height)`` stored in the file, if any.
+    """
+
+    keypoints: torch.Tensor
+    layout: str
+    layout_reason: str
+    kind: str
+    track_frames: list[int] = field(default_factory=list)
+    person: int = 0
+    fps: float | None = None
+    size: tuple[int, int] | None = None
+
+
+def _read_coco_results(path: Path) -> list[np.ndarray]:
+    """Per frame (sorted ``image_id``) ``(P_t, K, 3)`` detections of a COCO results file."""
+    try:
+        data = json.loads(read_text(path, MAX_JSON_BYTES, "COCO results file"))
+    except (RecursionError, ValueError) as e:
+        raise ValueError(f"{path}: not a JSON file: {e}") from None
+    if isinstance(data, dict) and "annotations" in data:
+        data = data["annotations"]
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{path}: expected a non-empty list of {{image_id, keypoints, score}}")
+    per_image: dict[int, list[np.ndarray]] = {}
+    K = None
+    for i, r in enumerate(data):
+        kp = r.get("keypoints") if isinstance(r, dict) else None
+        iid = r.get("image_id") if isinstance(r, dict) else None
+        if not isinstance(iid, int) or isinstance(iid, bool) or not isinstance(kp, list):
+            raise ValueError(f"{path}: entry {i} needs an integer image_id and a keypoints list")
+        if not kp or len(kp) % 3 or (K is not None and len(kp) != 3 * K):
+            want = f"{3 * K}" if K is not None else "a multiple of 3"
+            raise ValueError(f"{path}: entry {i} has {len(kp)} keypoint values, expected {want}")
+        try:
+            arr = np.asarray(kp, dtype=np.float64).reshape(-1, 3)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{path}: entry {i}: keypoints are not all numbers") from None
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{path}: entry {i}: keypoints are not all finite")
+        K = arr.shape[0]
+        per_image.setdefault(iid, []).append(arr)
+    return [np.stack(per_image[k]) for k in sorted(per_image)]
+
+
+def _read_npz(path: Path) -> tuple[np.ndarray, float | None, tuple[int, int] | None]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "keypoints" not in z.files:
+                raise ValueError(f"{path}: no 'keypoints' array (has {sorted(z.files)})")
+            kp = np.asarray(z["keypoints"], dtype=np.float64)
+            fps = float(z["fps"]) if "fps" in z.files else None
+            size = (
+                (int(z["width"]), int(z["height"])) if {"width", "height"} <= set(z.files) else None
+            )
+    except (OSError, EOFError) as e:
+        raise ValueError(f"{path}: not a readable .npz file: {e}") from None
+    except (TypeError, ValueError) as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: cannot read its arrays: {e}") from None
+    if kp.ndim != 3 or kp.shape[-1] not in (2, 3) or kp.shape[0] == 0:
+        raise ValueError(f"{path}: keypoints must have shape (T, K, 2|3), got {kp.shape}")
+    if kp.shape[-1] == 2:
+        kp = np.concatenate([kp, np.isfinite(kp).all(-1, keepdims=True).astype(np.float64)], -1)
+    return kp, fps, size
+
+
+def _layout_of(kp: torch.Tensor, layout: str | None, source: Path) -> tuple[str, str]:
+    K = kp.shape[-2]
+    if layout is not None:
+        check_layout(layout, K, f"{source}")
+        return layout, f"{layout} as given"
+    try:
+        return detect_layout(kp.nan_to_num(0.0))
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
+
+
+def read_detections(
+    path: str | os.PathLike, layout: str | None = None, progress: bool = False
+) -> Detections:
+    """Per-frame detections of an OpenPose folder, a COCO results ``.json`` or an ``.npz``.
+
+    Args:
+        layout: keypoint layout (default: detected from the keypoint count and geometry).
+        progress: a progress bar while reading an OpenPose folder of 300 files or more.
+
+    Raises:
+        FileNotFoundError: no such file or folder.
+        ValueError: a malformed file (named), a layout whose keypoint count differs from the
+            file's (both counts named), an input of another kind.
+    """
+    src = Path(path)
+    if not src.exists():
+        raise FileNotFoundError(f"input not found: {src}")
+    if layout is not None:
+        check_layout(layout)
+    if src.is_dir():
+        frames, files, lay, reason, ignored = read_openpose_detections(src, layout, progress)
+        return Detections(frames, lay, reason, "openpose", files, ignored)
+    if src.suffix.lower() == ".npz":
+        arr, fps, size = _read_npz(src)
+        lay, reason = _layout_of(torch.from_numpy(arr), layout, src)
+        return Detections(list(arr[:, None]), lay, reason, "npz", fps=fps, size=size)
+    if src.suffix.lower() == ".json":
+        frames = _read_coco_results(src)
+        everyone = torch.from_numpy(np.concatenate(frames))
+        everyone = everyone.masked_fill(~found(everyone)[..., None], float("nan"))
+        lay, reason = _layout_of(everyone, layout, src)
+        return Detections(frames, lay, reason, "coco")
+    raise ValueError(f"{src}: expected an OpenPose JSON folder, a COCO results .json or an .npz")
+
+
+def read_tracks(
+    path: str | os.PathLike,
+    layout: str | None = None,
+    min_confidence: float = 0.3,
+    max_distance: float | None = None,
+    progress: bool = False,
+) -> Tracks:
+    """Read a keypoint file or folder into linked tracks.
+
+    Args:
+        path: an OpenPose folder of per-frame ``*.json`` files, a COCO results ``.json`` or an
+            ``.npz`` (see the module notes).
+        layout: a key of :data:`LAYOUTS` (``"BODY_25"``, ``"BODY_25B"``, ``"COCO_18"``, ...);
+            ``None`` detects it from the keypoint count and geometry
+            (:func:`tensorpose.layouts.detect_layout`; :attr:`Tracks.layout_reason` says why).
+        min_confidence: joints with confidence below it (and all joints OpenPose did not find:
+            confidence 0, or at ``(0, 0)``) become NaN, i.e. missing for the filters.
+        max_distance: track-linking gate in pixels (see
+            :func:`tensorpose.io.openpose.link_tracks`).
+        progress: a progress bar while reading folders of 300 files or more.
+
+    Returns:
+        :class:`Tracks` with ``keypoints (T, P, K, 3)`` (an npz: one track, ``P = 1``).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a bad argument; a malformed file (see :func:`read_detections`).
+    """
+    if not 0 <= min_confidence <= 1:
+        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+    det = read_detections(path, layout, progress)
+    if det.kind == "npz":  # one person, as stored
+        raw = torch.from_numpy(np.stack(det.frames))
+    else:
+        raw = link_tracks(det.frames, max_distance)
+        raw = raw.masked_fill(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
+    kp = raw.masked_fill(raw[..., 2:] < min_confidence, float("nan"))
+    return Tracks(kp, det.layout, det.files, float(min_confidence), raw,
+                  [len(f) for f in det.frames], det.layout_reason, det.ignored_people, det.kind,
+                  det.fps, det.size)  # fmt: skip
+
+
+def _pick_person(tracks: torch.Tensor, person: int | None, source: Path) -> tuple[int, list[int]]:
+    """``tracks (T, P, K, 3)``: the chosen track (default: the longest, i.e. the one with
+    the most found keypoints over all frames; ties: the first) and the frames each track is
+    present in."""
+    seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
+    counts = [int(n) for n in seen.any(-1).sum(0)]
+    if not counts:
+        raise ValueError(f"{source}: no person in any frame")
+    if person is None:
+        keypoints = seen.sum((0, 2)).tolist()
+        return max(range(len(counts)), key=lambda p: (keypoints[p], -p)), counts
+    if not 0 <= person < len(counts):
+        raise ValueError(
+            f"--person {person}: {source} has {len(counts)} track(s) (0..{len(counts) - 1}; "
+            f"frames present: {', '.join(map(str, counts))})"
+        )
+    return person, counts
+
+
+def read_person(
+    path: str | os.PathLike,
+    layout: str | None = None,
+    person: int | None = None,
+    progress: bool = False,
+) -> Keypoints2D:
+    """Read one person's 2D keypoints from an OpenPose folder, a COCO results JSON or an npz.
+
+    Args:
+        path: an OpenPose JSON folder, a ``.json`` COCO results file or an ``.npz``.
+        layout: keypoint layout (default: detected from the keypoint count and geometry).
+        person: track index (default: the longest track: most found keypoints over all
+            frames).
+        progress: a progress bar while reading an OpenPose folder of 300 files or more.
+
+    Returns:
+        :class:`Keypoints2D`.
+
+    Raises:
+        FileNotFoundError: no such file or folder.
+        ValueError: a malformed file (named), a layout whose keypoint count differs from the
+            file's (both counts named), ``person`` out of range (the track count named).
+    """
+    src = Path(path)
+    tracks = read_tracks(src, layout, 0.0, progress=progress)
+    if tracks.kind == "npz" and person not in (None, 0):
+        raise ValueError(f"--person {person}: {src} holds one person (track 0)")
+    p, counts = _pick_person(tracks.raw, person, src)
+    return Keypoints2D(tracks.raw[:, p].clone(), tracks.layout, tracks.layout_reason,
+                       tracks.kind, counts, p, tracks.fps, tracks.size)  # fmt: skip

@@ -1,0 +1,306 @@
+"""Pictures and videos in and out: images decoded to RGB, a folder of images or a video decoded
+once in batches of frames (counts and sizes checked), and an MP4 written from finished frames.
+
+The commands never decode a video twice: :func:`iter_frames` yields :class:`FrameBatch` es of
+``(H, W, 3)`` uint8 RGB frames; :class:`VideoWriter` takes BGR frames the drawing code made.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .files import read_bytes
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "VIDEO_EXTENSIONS",
+    "FrameBatch",
+    "ImageReadError",
+    "VideoWriter",
+    "count_frames",
+    "is_video",
+    "image_ids_from_names",
+    "iter_frames",
+    "iter_video",
+    "list_images",
+    "open_video",
+    "read_image",
+    "video_info",
+]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
+MAX_IMAGE_BYTES = 256 << 20
+"""Largest image file read (256 MiB)."""
+
+
+class ImageReadError(ValueError):
+    """An image file exists but cannot be decoded (corrupt, truncated or not an image)."""
+
+
+def read_image(path: str | Path, expected_size: tuple[int, int] | None = None) -> np.ndarray:
+    """Decode an image file to ``(H, W, 3)`` uint8 RGB.
+
+    Args:
+        path: the file.
+        expected_size: ``(width, height)`` from the annotations; a different decoded size is an
+            error (the keypoints would not match the pixels).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ImageReadError: not decodable, or not of ``expected_size``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ImageReadError(f"{path}: is a directory, not an image file")
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: image file not found")
+    data = np.frombuffer(read_bytes(path, MAX_IMAGE_BYTES, "image file"), np.uint8)
+    img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if img is None:
+        raise ImageReadError(
+            f"{path}: cannot decode image ({data.size} bytes; corrupt, truncated or not an image)"
+        )
+    if expected_size is not None and (img.shape[1], img.shape[0]) != tuple(expected_size):
+        raise ImageReadError(
+            f"{path}: decoded size {img.shape[1]}x{img.shape[0]} differs from the annotated "
+            f"{expected_size[0]}x{expected_size[1]}"
+        )
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+@dataclass
+class FrameBatch:
+    """Decoded frames: ``images`` ``(H, W, 3)`` uint8 RGB each, their ``names`` (image file
+    names, or the video stem), ``frame_index`` (0 for images, the frame number in a video) and
+    COCO ``image_ids``."""
+
+    images: list[np.ndarray]
+    names: list[str]
+    frame_index: list[int]
+    image_ids: list[int]
+
+
+def list_images(folder: str | Path) -> list[Path]:
+    """The image files of ``folder`` (by extension, not recursive), sorted by name.
+
+    Raises:
+        ValueError: no image file in it (the message names the folder).
+    """
+    folder = Path(folder)
+    files = sorted(
+        p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
+    )
+    if not files:
+        raise ValueError(
+            f"{folder}: no image files in this folder (looked for {', '.join(IMAGE_EXTENSIONS)})"
+        )
+    return files
+
+
+def image_ids_from_names(names: Sequence[str]) -> list[int]:
+    """COCO image ids from file names: the last number in each name's stem
+    (``000000000790.jpg`` -> 790); positions ``0..n-1`` when a name has no number or two names
+    share one."""
+    nums = []
+    for n in names:
+        found = re.findall(r"\d+", Path(n).stem)
+        nums.append(int(found[-1]) if found else None)
+    if None in nums or len(set(nums)) != len(nums):
+        return list(range(len(names)))
+    return nums
+
+
+def open_video(path: str | Path) -> cv2.VideoCapture:
+    """An opened ``cv2.VideoCapture`` of a regular file.
+
+    Raises:
+        ValueError: not a regular file, or OpenCV cannot open it (named).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise (FileNotFoundError if not path.exists() else ValueError)(
+            f"{path}: no such video file" if not path.exists() else f"{path}: not a video file"
+        )
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        cap.release()
+        raise ValueError(f"{path}: cannot open the video (truncated, corrupt or not a video)")
+    return cap
+
+
+def video_info(path: str | Path) -> tuple[int, float, tuple[int, int]]:
+    """``(declared frame count (0: unknown), fps (0: unknown), (width, height))`` of a video,
+    read from its first frame.
+
+    Raises:
+        ValueError: the video cannot be opened or its first frame decoded (named).
+    """
+    cap = open_video(path)
+    try:
+        ok, img = cap.read()
+        if not ok or img is None:
+            raise ValueError(f"{path}: cannot be decoded (unknown codec or not a video)")
+        return int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), cap.get(cv2.CAP_PROP_FPS), img.shape[1::-1]
+    finally:
+        cap.release()
+
+
+def iter_video(path: str | Path, frames: int | None = None) -> Iterator[np.ndarray]:
+    """The frames of a video in order, ``(H, W, 3)`` uint8 BGR, decoded once.
+
+    Args:
+        frames: the number of frames expected: fewer is an error naming both counts.
+    """
+    cap = open_video(path)
+    t = 0
+    try:
+        while frames is None or t < frames:  # a loop over frames (decoding)
+            ok, frame = cap.read()
+            if not ok:
+                break
+            yield frame
+            t += 1
+    finally:
+        cap.release()
+    if frames is not None and t < frames:
+        raise ValueError(f"--video {path} ended after {t} frames, expected {frames}")
+
+
+def _ids_for(names: list[str], mapping: dict[str, int] | None) -> list[int]:
+    if mapping:
+        known = [mapping.get(n) for n in names]
+        if all(k is not None for k in known):
+            return [int(k) for k in known]
+    return image_ids_from_names(names)
+
+
+def _image_batches(
+    path: Path, batch_size: int, image_ids: dict[str, int] | None
+) -> Iterator[FrameBatch]:
+    files = list_images(path) if path.is_dir() else [path]
+    names = [f.name for f in files]
+    ids = _ids_for(names, image_ids)
+    for s in range(0, len(files), batch_size):
+        chunk = files[s : s + batch_size]
+        yield FrameBatch(
+            [read_image(f) for f in chunk],  # ImageReadError (a ValueError) names the file
+            names[s : s + batch_size],
+            [0] * len(chunk),
+            ids[s : s + batch_size],
+        )
+
+
+def _video_batches(path: Path, batch_size: int) -> Iterator[FrameBatch]:
+    cap = open_video(path)
+    declared = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+    t = 0
+    try:
+        while True:
+            frames = []
+            while len(frames) < batch_size:
+                ok, frame = cap.read()
+                if not ok:
+                    break
+                frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+            if not frames:
+                break
+            n = len(frames)
+            yield FrameBatch(frames, [path.stem] * n, list(range(t, t + n)), list(range(t, t + n)))
+            t += n
+            if n < batch_size:
+                break
+    finally:
+        cap.release()
+    if t == 0:
+        raise ValueError(f"{path}: no frame could be decoded (truncated, corrupt or empty video)")
+    if declared > 0 and t < declared:
+        raise ValueError(
+            f"{path}: decoded {t} of the {declared} frames its header declares (truncated or "
+            "corrupt video)"
+        )
+
+
+def is_video(path: str | Path) -> bool:
+    """A file whose extension is a video's."""
+    path = Path(path)
+    return path.is_file() and path.suffix.lower() in VIDEO_EXTENSIONS
+
+
+def iter_frames(
+    path: str | Path, batch_size: int = 16, image_ids: dict[str, int] | None = None
+) -> Iterator[FrameBatch]:
+    """Decode an image, a folder of images or a video, ``batch_size`` frames at a time.
+
+    Args:
+        path: the input.
+        batch_size: frames per batch.
+        image_ids: file name -> COCO id (e.g. from a boxes file); default
+            :func:`image_ids_from_names`.
+
+    Raises:
+        FileNotFoundError: no such input.
+        ValueError: an unreadable or truncated image or video (named), an empty folder, a video
+            without frames or with fewer frames than its header declares, an unknown extension.
+    """
+    path = Path(path)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such image, folder or video")
+    suffix = path.suffix.lower()
+    if path.is_dir() or suffix in IMAGE_EXTENSIONS:
+        yield from _image_batches(path, batch_size, image_ids)
+        return
+    if suffix not in VIDEO_EXTENSIONS:
+        raise ValueError(
+            f"{path}: not an image ({', '.join(IMAGE_EXTENSIONS)}) or video "
+            f"({', '.join(VIDEO_EXTENSIONS)}) file"
+        )
+    yield from _video_batches(path, batch_size)
+
+
+def count_frames(path: str | Path) -> int | None:
+    """Frames (images, or the video's declared count) for the progress bar; ``None``: unknown."""
+    path = Path(path)
+    if path.is_dir():
+        return len(list_images(path))
+    if path.suffix.lower() in IMAGE_EXTENSIONS:
+        return 1
+    cap = cv2.VideoCapture(str(path))
+    n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if cap.isOpened() else 0
+    cap.release()
+    return n or None
+
+
+class VideoWriter:
+    """An MP4 (mp4v) written from finished BGR frames; the size is the first frame's."""
+
+    def __init__(self, path: str | Path, fps: float) -> None:
+        self.path, self.fps = Path(path), fps
+        self.writer: cv2.VideoWriter | None = None
+
+    def write(self, frame: np.ndarray) -> None:
+        if self.writer is None:
+            fourcc = cv2.VideoWriter_fourcc(*"mp4v")
+            self.writer = cv2.VideoWriter(str(self.path), fourcc, self.fps, frame.shape[1::-1])
+            if not self.writer.isOpened():
+                raise ValueError(f"{self.path}: cannot write an mp4v video here")
+        self.writer.write(frame)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.release()
+            self.writer = None
+
+    def __enter__(self) -> VideoWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
