@@ -33,7 +33,6 @@ from benchmarks.naive2d import (
     multiperson_augment_loop,
     oks_nms_loop,
 )
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig, augment_matrices, sample_params
 from tensorpose.centernet import CenterNet
 from tensorpose.data.multiperson import (
@@ -44,8 +43,9 @@ from tensorpose.data.multiperson import (
     multiperson_targets,
 )
 from tensorpose.metrics2d import COCO_SIGMAS
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 S = 256
 
 

@@ -25,7 +25,6 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from . import skeletons
 from .augment import AugmentConfig
 from .data.multiperson import (
     MultiPersonAugment,
@@ -42,7 +41,7 @@ from .models.heads import PoseNet, centernet_pose_net
 from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import centernet_decode, centernet_radius_bound
 from .ops.nms import oks_nms
-from .skeleton import Skeleton
+from .skeleton import Skeleton, get_skeleton
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -69,7 +68,7 @@ class CenterNet:
     """Everything CenterNet needs around the model: input geometry, targets, loss, decoding.
 
     Args:
-        skeleton: joint names and flip pairs (a name for :func:`tensorpose.skeletons.get`).
+        skeleton: joint names and flip pairs (a name for :func:`tensorpose.get_skeleton`).
         input_size: side ``S`` of the square network input (a multiple of 32).
         augment: training augmentation ranges (``output_size`` is set to ``(S, S)``); default
             :class:`~tensorpose.augment.AugmentConfig`'s with ``S``.
@@ -99,7 +98,7 @@ class CenterNet:
         nms_threshold: float = 0.9,
         sigmas: Sequence[float] = COCO_SIGMAS,
     ) -> None:
-        self.skeleton = skeletons.get(skeleton) if isinstance(skeleton, str) else skeleton
+        self.skeleton = get_skeleton(skeleton) if isinstance(skeleton, str) else skeleton
         S = int(input_size)
         if S < 32 or S % 32:
             raise ValueError(f"input_size must be a positive multiple of 32, got {input_size}")

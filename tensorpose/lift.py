@@ -40,9 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import skeletons
 from .layouts import COCO17_INDEX, check_layout, detect_layout, to_h36m17
-from .skeleton import Skeleton
+from .skeleton import Skeleton, get_skeleton
 
 __all__ = [
     "LIMB_JOINTS",
@@ -356,7 +355,7 @@ def load_lifter(
     path = Path(checkpoint)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
-    h36m = skeletons.get("h36m17")
+    h36m = get_skeleton("h36m17")
     if path.suffix == ".bin":
         from .io.videopose3d import load_videopose3d
 
@@ -437,7 +436,7 @@ def predict_joints(lifter: Lifter, x: torch.Tensor, flip: bool = False) -> torch
     x = x.to(lifter.device, torch.float32)
     out_skel = lifter.skeleton_out
     if lifter.kind == "videopose3d":
-        fin = skeletons.get(lifter.joints_in).flip_index if flip else None
+        fin = get_skeleton(lifter.joints_in).flip_index if flip else None
         fout = out_skel.flip_index if flip else None
         joints = lifter.model.predict(x[None], fin, fout)[0]
     else:
@@ -522,7 +521,7 @@ def lift_keypoints(
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
     j = to_model_joints(kp.keypoints, kp.layout, lifter.joints_in)
     missing = ~(torch.isfinite(j[..., :2]).all(-1) & (j[..., 2] >= min_confidence))
-    skel = skeletons.get(lifter.joints_in)
+    skel = get_skeleton(lifter.joints_in)
     px = bridge_missing(j[..., :2], missing, skel.names)
     x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)
@@ -542,7 +541,7 @@ def _reproject(joints, px, missing, lifter: Lifter, size, K, dist) -> torch.Tens
     """:func:`lift_keypoints`' ``reproject`` step: root-relative joints on their rays."""
     from .ops.camera import fit_to_rays
 
-    if tuple(skeletons.get(lifter.joints_in).names) != tuple(lifter.skeleton_out.names):
+    if tuple(get_skeleton(lifter.joints_in).names) != tuple(lifter.skeleton_out.names):
         raise ValueError(
             f"--reproject needs a lifter whose input joints are its output joints; this one "
             f"maps {lifter.joints_in} to other joints"
@@ -628,7 +627,7 @@ def lift(
         raise ValueError(f"{existing[0]} exists (pass --overwrite to replace the outputs)")
     r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject)
     res = _Result(name, r["joints"], r["pixels"], r["missing"],
-                  skeletons.get(lifter.joints_in), lifter.skeleton_out, fps_used)  # fmt: skip
+                  get_skeleton(lifter.joints_in), lifter.skeleton_out, fps_used)  # fmt: skip
     written = write_outputs(out_dir, res, video, progress)
     return {
         "input": str(src),

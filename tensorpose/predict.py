@@ -49,7 +49,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import skeletons
 from .centernet import IMAGENET_MEAN, IMAGENET_STD, CenterNet
 from .data.images import read_image
 from .io.coco import coco_results
@@ -60,6 +59,7 @@ from .ops.affine import (
 )
 from .ops.heatmap import decode_heatmaps
 from .ops.roi import crop_boxes
+from .skeleton import coco17, get_skeleton
 
 __all__ = [
     "COCO_LINKS",
@@ -426,7 +426,7 @@ def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,
         kps.append(transform_points(xy.double(), invert_affine(M.double())).float())
         scores.append(sc)
     if not kps:
-        K = skeletons.get(pose.skeleton).num_joints
+        K = get_skeleton(pose.skeleton).num_joints
         empty = torch.zeros(0, K, 2, device=images.device)
         return empty, empty[..., 0]
     return torch.cat(kps), torch.cat(scores)
@@ -470,7 +470,7 @@ def to_coco18(keypoints: np.ndarray) -> np.ndarray:
     """COCO-17 ``(..., 17, 3)`` (x, y, confidence) -> OpenPose ``COCO_18`` ``(..., 18, 3)``:
     the same joints reordered plus ``neck`` = midpoint of the shoulders, with the smaller of the
     two shoulder confidences."""
-    names = skeletons.coco17().names
+    names = coco17().names
     kp = np.asarray(keypoints, np.float64)
     if kp.shape[-2:] != (17, 3):
         raise ValueError(f"keypoints must have shape (..., 17, 3), got {kp.shape}")
@@ -651,7 +651,7 @@ def predict(
         fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
         cap.release()
     total = count_frames(input)
-    sk = skeletons.get(pose.skeleton)
+    sk = get_skeleton(pose.skeleton)
     device = pose.device
     stem = input.stem if input.is_file() else input.name
     outputs = _Outputs(Path(out_dir), stem, video, fps, draw, openpose, coco)

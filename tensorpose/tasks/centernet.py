@@ -22,11 +22,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from .. import skeletons
 from ..augment_config import AugmentConfig
 from ..config import Config, ConfigError, valid
 from ..data.loaders import EpochLoader, seed_worker
 from ..io.coco import bundled_coco
+from ..skeleton import get_skeleton
 from .base import Field, Task, check_batch, eval_mode, unwrap
 from .topdown import ImageDataConfig
 
@@ -103,7 +103,7 @@ class CenterNetTask(Task):
 
         d, m = cfg.data, cfg.model
         S = int(d.input_size[0])
-        self.skeleton = skeletons.get(m.skeleton)
+        self.skeleton = get_skeleton(m.skeleton)
         self.device = torch.device("cpu")
         self.centernet = CenterNet(
             self.skeleton, S, AugmentConfig(output_size=(S, S), **d.ranges()), d.mean, d.std,
@@ -116,7 +116,7 @@ class CenterNetTask(Task):
         from ..centernet import build_model
 
         m = cfg.model
-        return build_model(skeletons.get(m.skeleton).num_joints, m.depth, m.width)
+        return build_model(get_skeleton(m.skeleton).num_joints, m.depth, m.width)
 
     # -- data
     def dataset(self, annotations: str):
