@@ -34,7 +34,6 @@ from benchmarks.naive2d import (
     oks_nms_loop,
 )
 from tensorpose.augment import AugmentConfig, augment_matrices, sample_params
-from tensorpose.centernet import CenterNet
 from tensorpose.data.multiperson import (
     MultiPersonAugment,
     MultiPersonDataset,
@@ -44,6 +43,7 @@ from tensorpose.data.multiperson import (
 )
 from tensorpose.metrics2d import COCO_SIGMAS
 from tensorpose.skeleton import get_skeleton
+from tensorpose.tasks.centernet import CenterNet
 
 SK = get_skeleton("coco17")
 S = 256

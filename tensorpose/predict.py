@@ -49,10 +49,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .centernet import IMAGENET_MEAN, IMAGENET_STD, CenterNet
 from .data.images import read_image
 from .io.coco import coco_results
 from .io.openpose import LAYOUTS, write_openpose
+from .models.centernet import IMAGENET_MEAN, IMAGENET_STD
 from .ops.affine import (
     invert_affine,
     transform_points,
@@ -60,6 +60,7 @@ from .ops.affine import (
 from .ops.heatmap import decode_heatmaps
 from .ops.roi import crop_boxes
 from .skeleton import coco17, get_skeleton
+from .tasks.centernet import CenterNet
 
 __all__ = [
     "COCO_LINKS",
