@@ -21,10 +21,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import base_parser, devices, print_table, timeit, write_json
-from tensorpose import skeletons
 from tensorpose.ops import compose, decompose
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("seed15")
+SK = get_skeleton("seed15")
 
 
 class Article:

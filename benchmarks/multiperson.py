@@ -33,9 +33,7 @@ from benchmarks.naive2d import (
     multiperson_augment_loop,
     oks_nms_loop,
 )
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig, augment_matrices, sample_params
-from tensorpose.centernet import CenterNet
 from tensorpose.data.multiperson import (
     MultiPersonAugment,
     MultiPersonDataset,
@@ -44,8 +42,10 @@ from tensorpose.data.multiperson import (
     multiperson_targets,
 )
 from tensorpose.metrics2d import COCO_SIGMAS
+from tensorpose.skeleton import get_skeleton
+from tensorpose.tasks.centernet import CenterNet
 
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 S = 256
 
 

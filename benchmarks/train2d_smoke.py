@@ -21,13 +21,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import write_json
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig, CpuAugment, sample_params
 from tensorpose.data.images import TopDownDataset
 from tensorpose.losses import masked_mse, masked_mse_explicit
 from tensorpose.metrics2d import bbox_size, pck
 from tensorpose.models import deeppose
 from tensorpose.models.deeppose import denormalize_coords, normalize_coords
+from tensorpose.skeleton import get_skeleton
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     size = (227, 227) if args.backbone == "alexnet" else (224, 224)
-    sk = skeletons.get("coco17")
+    sk = get_skeleton("coco17")
     ds = TopDownDataset(aspect_ratio=1.0, cache_images=True)
     cfg = AugmentConfig.identity(size)
     n = min(args.people, len(ds))

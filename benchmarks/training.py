@@ -25,17 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import base_parser, devices, print_table, sync, timeit, write_json
 from benchmarks.naive2d import msra_heatmaps, plain_opencv_augment
-from tensorpose import losses, skeletons
+from tensorpose import losses
 from tensorpose.augment import CpuAugment
 from tensorpose.config import load_config
 from tensorpose.data.images import TopDownDataset
 from tensorpose.models.deeppose import deeppose
 from tensorpose.ops.heatmap import gaussian_heatmaps
+from tensorpose.skeleton import get_skeleton
 from tensorpose.tasks import build_model
 from tensorpose.tasks.topdown import TopDownTask
 
 ROOT = Path(__file__).resolve().parent.parent
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 
 
 def alexnet_rows(device: torch.device, args) -> list[dict]:

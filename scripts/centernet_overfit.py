@@ -31,9 +31,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tensorpose.centernet import CenterNet, build_model, evaluate
 from tensorpose.data.multiperson import MultiPersonDataset, collate_multiperson
 from tensorpose.io.coco import load_coco_keypoints
+from tensorpose.models.centernet import build_model
+from tensorpose.tasks.centernet import CenterNet, evaluate
 from tensorpose.viz import draw_skeleton
 
 

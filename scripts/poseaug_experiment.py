@@ -128,9 +128,9 @@ def load(path: Path) -> tuple[TemporalLifter, str]:
     normalisation (``"intrinsics"`` or ``"screen"``)."""
     payload = torch.load(path, map_location="cpu", weights_only=False)
     if "synth" in payload:
-        from tensorpose import skeletons
+        from tensorpose.skeleton import get_skeleton
 
-        model = TemporalLifter(skeletons.get("h36m17"), 27, 256, 0.25, "kinematic")
+        model = TemporalLifter(get_skeleton("h36m17"), 27, 256, 0.25, "kinematic")
         model.load_state_dict(payload["model"])
         return model.eval(), payload["synth"]["normalize"]
     from tensorpose.inference import load_model
@@ -227,9 +227,9 @@ def _nanmedian(e: np.ndarray) -> np.ndarray:
 
 def body25b_to_h36m17(kp: np.ndarray) -> np.ndarray:
     """``(..., 25, D)`` BODY_25B -> ``(..., 17, D)`` h36m17 (rule in the module docstring)."""
-    from tensorpose import skeletons
+    from tensorpose.skeleton import get_skeleton
 
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     src = {n: i for i, n in enumerate(LAYOUTS["BODY_25B"])}
     out = np.full((*kp.shape[:-2], 17, kp.shape[-1]), np.nan)
     for j, name in enumerate(sk.names):  # the mapping table, 17 entries
@@ -271,9 +271,9 @@ def load_trial() -> dict:
 
 
 def eval_trial(model: TemporalLifter, normalize: str, trial: dict) -> dict[str, float]:
-    from tensorpose import skeletons
+    from tensorpose.skeleton import get_skeleton
 
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     limbs = [sk.index(n) for n in LIMBS]
     ref = torch.from_numpy(trial["ref"])[:, limbs]
     ok = torch.isfinite(ref).flatten(1).all(1)
@@ -376,9 +376,9 @@ def main() -> None:
         med = np.round(np.nanmedian(E, 0), 1)
         print("median reprojection error (px) per keypoint:",
               dict(zip(LAYOUTS["BODY_25B"], med.tolist(), strict=True)))  # fmt: skip
-        from tensorpose import skeletons
+        from tensorpose.skeleton import get_skeleton
 
-        sk = skeletons.get("h36m17")
+        sk = get_skeleton("h36m17")
         limbs = trial["ref"][:, [sk.index(n) for n in LIMBS]]
         print("frames with all 12 limb joints:", int(np.isfinite(limbs).all((1, 2)).sum()))
 

@@ -1,11 +1,14 @@
 """Run configuration: dataclasses, YAML files and ``section.key=value`` overrides.
 
-``task`` selects the problem; the task's class (found through :mod:`tensorpose.tasks.registry`)
-supplies the dataclasses of the ``data`` and ``model`` sections and their checks (a section's
-``validate(cfg)`` method); ``train`` is the same for every task. Unknown keys and values of the
-wrong type are rejected with an error naming the key, the expected type and the value. The
-defaults are the ``configs/lift_cmu.yaml`` recipe (what ``tensorpose demo`` runs). The resolved
-configuration is written into every run folder.
+``task`` selects the problem; the task's class supplies the dataclasses of the ``data`` and
+``model`` sections and their checks (a section's ``validate(cfg)`` method); ``train`` is the same
+for every task. Unknown keys and values of the wrong type are rejected with an error naming the
+key, the expected type and the value. The defaults are the ``configs/lift_cmu.yaml`` recipe (what
+``tensorpose demo`` runs). The resolved configuration is written into every run folder.
+
+This module imports nothing of :mod:`tensorpose.tasks`: the task registry
+(:mod:`tensorpose.tasks.registry`, imported with the package) hands it the lookup of a task by
+name through :func:`set_task_lookup`, so imports point one way, tasks -> config.
 
 Example:
     >>> cfg = load_config(None, ["model.head=direct", "train.epochs=2"])
@@ -18,14 +21,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-from .tasks.registry import UnknownTaskError, get_task
 
 __all__ = [
     "DEFAULT_TASK",
@@ -41,6 +42,7 @@ __all__ = [
     "load_config",
     "ranges_table",
     "save_config",
+    "set_task_lookup",
     "valid",
 ]
 
@@ -110,6 +112,37 @@ def _check_value(key: str, v: Any, rng: tuple | None) -> None:
         raise ConfigError(f"{key} must be in {_range_text(lo, hi, kind)}, got {v}")
 
 
+# ---------------------------------------------------------------------- the tasks' sections
+_lookup: Callable[[str], Any] | None = None
+_names: Callable[[], list[str]] | None = None
+
+
+def set_task_lookup(lookup: Callable[[str], Any], names: Callable[[], list[str]]) -> None:
+    """Tell the config how to find tasks (called once by :mod:`tensorpose.tasks.registry`).
+
+    Args:
+        lookup: task name -> task class (with ``data_config``, ``model_config`` and
+            ``metric_names``); an unknown name raises :class:`ConfigError` (one line naming
+            the known tasks).
+        names: the registered task names, sorted.
+    """
+    global _lookup, _names
+    _lookup, _names = lookup, names
+
+
+def _task(name: str) -> Any:
+    """The class of task ``name`` through the registered lookup."""
+    if _lookup is None:
+        raise RuntimeError("no task registry: import tensorpose.tasks before building a config")
+    return _lookup(name)
+
+
+def _task_names() -> list[str]:
+    if _names is None:
+        raise RuntimeError("no task registry: import tensorpose.tasks before building a config")
+    return _names()
+
+
 def check_ranges(section: Any, prefix: str) -> None:
     """Check every field of the dataclass ``section`` against its :func:`valid` range (and
     every float, in lists too, for NaN/infinity); raise :class:`ConfigError` naming the key."""
@@ -120,10 +153,8 @@ def check_ranges(section: Any, prefix: str) -> None:
 def ranges_table(task: str | None = None) -> str:
     """A Markdown table of every numeric key of ``task`` (default: every registered task) with
     its default and valid range, generated from the field metadata (the README's table)."""
-    from .tasks.registry import task_names
-
     rows: dict[tuple[str, int], list] = {}
-    names = [task] if task else task_names()
+    names = [task] if task else _task_names()
     for name in names:
         data, model = _sections(name)
         for prefix, cls in (("train", TrainConfig), ("data", data), ("model", model)):
@@ -152,10 +183,7 @@ def check_min(items: Iterable[tuple[str, float, float]]) -> None:
 
 def _sections(task: str) -> tuple[type, type]:
     """The ``data`` and ``model`` section dataclasses of ``task``."""
-    try:
-        cls = get_task(task)
-    except UnknownTaskError as e:
-        raise ConfigError(str(e)) from None
+    cls = _task(task)
     return cls.data_config, cls.model_config
 
 
@@ -363,7 +391,7 @@ def _check_keys(cfg: Config) -> None:
         except ValueError as e:
             raise ConfigError(str(e)) from None
     if t.best_metric:
-        names = get_task(cfg.task).metric_names
+        names = _task(cfg.task).metric_names
         if t.best_metric not in names:
             raise ConfigError(
                 f"train.best_metric {t.best_metric!r} is not a metric of task {cfg.task!r} "

@@ -463,8 +463,8 @@ def profile_config(
         workers, batches, sample, model_step: see :func:`profile_pipeline`.
     """
 
-    from . import skeletons
     from .io.coco import bundled_coco, load_coco_keypoints
+    from .skeleton import get_skeleton
 
     d, m, t = cfg.data, cfg.model, cfg.train
     if cfg.task not in ("heatmap", "deeppose"):
@@ -490,7 +490,7 @@ def profile_config(
             return normalize_coords(b["keypoints"], (H, W))
 
     return profile_pipeline(
-        coco.records, augment, skeletons.get(m.skeleton), batch_size=t.batch_size,
+        coco.records, augment, get_skeleton(m.skeleton), batch_size=t.batch_size,
         workers=workers, configured_workers=d.workers, batches=batches, sample=sample,
         backend=backend, targets=targets, device=device, pin_memory=d.pin_memory,
         model_step=model_step, padding=d.padding, cache_images=d.cache_images, seed=t.seed,

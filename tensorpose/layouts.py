@@ -11,7 +11,7 @@ layout       K    where it comes from
                   neck, head top and the feet
 ``COCO_18``  18   OpenPose's COCO model: COCO's 17 plus a neck, in OpenPose's order
 ``COCO_17``  17   COCO keypoints (MMPose, Detectron2, COCO results files)
-``H36M_17``  17   Human3.6M's 17 joints in VideoPose3D's order (``skeletons.h36m17()``)
+``H36M_17``  17   Human3.6M's 17 joints in VideoPose3D's order (``skeleton.h36m17()``)
 ============ ==== ======================================================================
 
 BODY_25 and BODY_25B both have 25 keypoints, COCO_17 and H36M_17 both 17: :func:`detect_layout`
@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import skeletons
 from .ops._constants import constant
+from .skeleton import coco17, h36m17
 
 __all__ = [
     "COCO17_INDEX",
@@ -56,17 +56,17 @@ LAYOUTS: dict[str, list[str]] = {
         "l_wrist", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle", "r_eye",
         "l_eye", "r_ear", "l_ear",
     ],
-    "COCO_17": list(skeletons.coco17().names),
-    "H36M_17": list(skeletons.h36m17().names),
+    "COCO_17": list(coco17().names),
+    "H36M_17": list(h36m17().names),
 }  # fmt: skip
 """Keypoint names per layout, in file order. BODY_25's and COCO_18's ``neck`` is OpenPose's
 "Neck" (the base of the neck, between the shoulders); BODY_25B's ``neck`` is its "UpperNeck" and
 ``head_top`` its "HeadTop"."""
 
 COCO17_INDEX: dict[str, list[int]] = {
-    name: [names.index(j) for j in skeletons.coco17().names]
+    name: [names.index(j) for j in coco17().names]
     for name, names in LAYOUTS.items()
-    if set(skeletons.coco17().names) <= set(names)
+    if set(coco17().names) <= set(names)
 }
 """Per layout that contains the 17 COCO keypoints (all but ``H36M_17``), the index of each
 joint of tensorpose's ``coco17`` skeleton: ``kp[..., COCO17_INDEX[layout], :]``."""
@@ -83,7 +83,7 @@ def to_coco18(keypoints: np.ndarray) -> np.ndarray:
     """COCO-17 ``(..., 17, 3)`` (x, y, confidence) -> OpenPose ``COCO_18`` ``(..., 18, 3)``:
     the same joints reordered plus ``neck`` = midpoint of the shoulders, with the smaller of the
     two shoulder confidences."""
-    names = skeletons.coco17().names
+    names = coco17().names
     kp = np.asarray(keypoints, np.float64)
     if kp.shape[-2:] != (17, 3):
         raise ValueError(f"keypoints must have shape (..., 17, 3), got {kp.shape}")
@@ -158,7 +158,7 @@ def _h36m17_table(layout: str) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple
     weighted mean nor the smallest confidence)."""
     names = LAYOUTS[layout]
     rules = H36M17_RULES[layout]
-    rows = [rules.get(t, {t: 1.0}) for t in skeletons.h36m17().names]
+    rows = [rules.get(t, {t: 1.0}) for t in h36m17().names]
     S = max(len(r) for r in rows)
     index, weight = [], []
     for r in rows:  # build time: once per layout

@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from . import skeletons
+
 from .io.tracks import Keypoints2D
 from .layouts import COCO17_INDEX, to_h36m17
 from .ops.gaps import bridge_missing
-from .skeleton import Skeleton
+from .skeleton import Skeleton, get_skeleton
 
 __all__ = [
     "Lifter",
@@ -89,7 +89,7 @@ class Lifter:
     @property
     def skeleton_in(self) -> Skeleton:
         """The input joints as a skeleton (names, bones)."""
-        return skeletons.get(self.joints_in)
+        return get_skeleton(self.joints_in)
 
 
 def bundled_lifters() -> list[Path]:
@@ -124,7 +124,7 @@ def load_lifter(
     path = Path(checkpoint)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
-    h36m = skeletons.get("h36m17")
+    h36m = get_skeleton("h36m17")
     if path.suffix == ".bin":
         from .io.videopose3d import load_videopose3d
 
@@ -205,7 +205,7 @@ def predict_joints(lifter: Lifter, x: torch.Tensor, flip: bool = False) -> torch
     x = x.to(lifter.device, torch.float32)
     out_skel = lifter.skeleton_out
     if lifter.kind == "videopose3d":
-        fin = skeletons.get(lifter.joints_in).flip_index if flip else None
+        fin = get_skeleton(lifter.joints_in).flip_index if flip else None
         fout = out_skel.flip_index if flip else None
         joints = lifter.model.predict(x[None], fin, fout)[0]
     else:
@@ -243,7 +243,7 @@ def lift_keypoints(
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
     j = to_model_joints(kp.keypoints, kp.layout, lifter.joints_in)
     missing = ~(torch.isfinite(j[..., :2]).all(-1) & (j[..., 2] >= min_confidence))
-    skel = skeletons.get(lifter.joints_in)
+    skel = get_skeleton(lifter.joints_in)
     px = bridge_missing(j[..., :2], missing, skel.names)
     x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)
@@ -263,7 +263,7 @@ def _reproject(joints, px, missing, lifter: Lifter, size, K, dist) -> torch.Tens
     """:func:`lift_keypoints`' ``reproject`` step: root-relative joints on their rays."""
     from .ops.camera import fit_to_rays
 
-    if tuple(skeletons.get(lifter.joints_in).names) != tuple(lifter.skeleton_out.names):
+    if tuple(get_skeleton(lifter.joints_in).names) != tuple(lifter.skeleton_out.names):
         raise ValueError(
             f"--reproject needs a lifter whose input joints are its output joints; this one "
             f"maps {lifter.joints_in} to other joints"

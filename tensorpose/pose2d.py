@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import skeletons
+from .skeleton import get_skeleton
 from .models.centernet import IMAGENET_MEAN, IMAGENET_STD, CenterNet
 from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import decode_heatmaps
@@ -149,7 +149,7 @@ def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,
         kps.append(transform_points(xy.double(), invert_affine(M.double())).float())
         scores.append(sc)
     if not kps:
-        K = skeletons.get(pose.skeleton).num_joints
+        K = get_skeleton(pose.skeleton).num_joints
         empty = torch.zeros(0, K, 2, device=images.device)
         return empty, empty[..., 0]
     return torch.cat(kps), torch.cat(scores)

@@ -454,10 +454,10 @@ def augment_picture(
     Raises:
         ValueError: an index outside the dataset, or a picture that cannot be written.
     """
-    from . import skeletons
     from .augment import AugmentConfig
     from .data.images import TopDownDataset
     from .io.coco import bundled_coco, load_coco_keypoints
+    from .skeleton import get_skeleton
 
     if not cv2.haveImageWriter(str(out)):
         raise ValueError(f"{out}: unknown image extension {Path(out).suffix!r} (use .png or .jpg)")
@@ -471,7 +471,7 @@ def augment_picture(
     if bad:
         raise ValueError(f"people {bad}: the dataset has {len(ds)} people (0..{len(ds) - 1})")
     cfg = AugmentConfig(output_size=(H, W), shift=0.05)
-    grid = augment_grid(ds, skeletons.get("coco17"), cfg, people, augmentations, seed, backend,
+    grid = augment_grid(ds, get_skeleton("coco17"), cfg, people, augmentations, seed, backend,
                         links=data.links)  # fmt: skip
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

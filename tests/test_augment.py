@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.augment import (
     AugmentConfig,
     CpuAugment,
@@ -17,8 +16,9 @@ from tensorpose.augment import (
     sample_params,
 )
 from tensorpose.data.images import TopDownDataset, collate_topdown
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +168,6 @@ def test_cpu_backend_in_a_dataloader_is_reproducible():
 
 def test_mismatched_joint_count_is_an_error(samples):
     cfg = AugmentConfig.identity((64, 48))
-    sk = skeletons.get("mpii16")
+    sk = get_skeleton("mpii16")
     with pytest.raises(ValueError, match="K=17 joints but skeleton 'mpii16' has 16"):
         CpuAugment(cfg, sk)(samples[:2])

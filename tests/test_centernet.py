@@ -6,15 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.centernet import (
-    CenterNet,
-    batched_oks_nms,
-    build_model,
-    evaluate,
-)
 from tensorpose.data.multiperson import MultiPersonDataset, collate_multiperson
 from tensorpose.metrics2d import COCO_SIGMAS, coco_keypoint_ap
+from tensorpose.models.centernet import batched_oks_nms, build_model
 from tensorpose.ops.nms import oks_matrix, oks_nms
+from tensorpose.tasks.centernet import CenterNet, evaluate
 
 pytest.importorskip("pycocotools")
 

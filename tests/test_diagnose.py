@@ -4,11 +4,11 @@ and its fix), and a smoke run on the bundled COCO subset."""
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig
 from tensorpose.diagnose import STAGES, VERDICTS, diagnose, profile_pipeline
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 from tensorpose.ops.heatmap import gaussian_heatmaps
+from tensorpose.skeleton import get_skeleton
 
 MS = 1e-3
 
@@ -75,7 +75,7 @@ def test_verdict_rejects_bad_timings():
 def test_profile_the_bundled_coco_pipeline():
     coco = load_coco_keypoints(bundled_coco(), warn=False)
     cfg = AugmentConfig(output_size=(64, 48))
-    sk = skeletons.get("coco17")
+    sk = get_skeleton("coco17")
 
     def targets(b):
         return gaussian_heatmaps(b["keypoints"], b["visibility"], (16, 12), 2.0, 4.0)

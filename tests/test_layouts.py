@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.io import openpose
 from tensorpose.io.openpose import bundled_tracks, load_openpose
 from tensorpose.layouts import (
@@ -18,8 +17,9 @@ from tensorpose.layouts import (
     layouts_with,
     to_h36m17,
 )
+from tensorpose.skeleton import coco17, h36m17
 
-H36M = list(skeletons.h36m17().names)
+H36M = list(h36m17().names)
 
 # The conversion rules as documented, written out independently of the library's table.
 REF_RULES = {
@@ -105,8 +105,8 @@ def test_layout_tables():
     assert openpose.LAYOUTS is LAYOUTS and openpose.COCO17_INDEX is COCO17_INDEX
     for names in LAYOUTS.values():
         assert len(set(names)) == len(names)
-    assert LAYOUTS["COCO_17"] == list(skeletons.coco17().names) and LAYOUTS["H36M_17"] == H36M
-    coco = list(skeletons.coco17().names)
+    assert LAYOUTS["COCO_17"] == list(coco17().names) and LAYOUTS["H36M_17"] == H36M
+    coco = list(coco17().names)
     assert set(COCO17_INDEX) == {"BODY_25", "BODY_25B", "COCO_18", "COCO_17"}
     for layout, idx in COCO17_INDEX.items():
         assert [LAYOUTS[layout][i] for i in idx] == coco

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.cli import main
 from tensorpose.config import config_to_dict, load_config
 from tensorpose.inference import evaluate, load_model
@@ -20,13 +19,14 @@ from tensorpose.io.openpose import bundled_tracks, load_openpose
 from tensorpose.layouts import COCO17_INDEX, to_h36m17
 from tensorpose.lift import bridge_missing, camera_to_opensim, lift
 from tensorpose.ops.camera import normalize_screen
+from tensorpose.skeleton import get_skeleton
 from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import save_checkpoint
 
 VP3D = Path(__file__).resolve().parent / "data" / "videopose3d" / "vp3d_checkpoint_s0.bin"
 CAM01, CAM02 = bundled_tracks()[:2]  # cam02: two people, every joint seen
 SIZE = (1088, 1920)  # the bundled cameras (Calib.qca.txt: 1088 x 1920 portrait)
-H36M = skeletons.get("h36m17")
+H36M = get_skeleton("h36m17")
 
 
 @pytest.fixture(scope="module")

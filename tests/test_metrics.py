@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import metrics, skeletons
+from tensorpose import metrics
 from tensorpose.ops.kinematics import flip
 from tensorpose.ops.procrustes import procrustes_align
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("h36m17")
+SK = get_skeleton("h36m17")
 RNG = np.random.default_rng(0)
 
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from tensorpose.centernet import build_model as centernet_model
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 from tensorpose.io.openpose import COCO17_INDEX, load_openpose, read_openpose_frames
+from tensorpose.models.centernet import build_model as centernet_model
 from tensorpose.models.deeppose import deeppose
 from tensorpose.models.heads import heatmap_pose_net
 from tensorpose.predict import (

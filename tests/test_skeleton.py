@@ -1,15 +1,16 @@
 import pytest
 import torch
 
-from tensorpose import Skeleton, skeletons
+from tensorpose import Skeleton
 from tensorpose.io.bvh import bundled_bvh, load_bvh
+from tensorpose.skeleton import get_skeleton
 
 EXPECTED_J = {"h36m17": 17, "coco17": 17, "mpii16": 16, "lsp14": 14, "seed15": 15, "cmu31": 31}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_J))
 def test_builtins_are_trees_with_symmetric_flips(name):
-    sk = skeletons.get(name)
+    sk = get_skeleton(name)
     assert sk.num_joints == EXPECTED_J[name]
     assert len(sk.bones) == sk.num_joints - 1
     assert sk.flip_pairs, "every built-in has flip pairs"
@@ -21,16 +22,16 @@ def test_builtins_are_trees_with_symmetric_flips(name):
         # mirrored joints hang off mirrored (or shared) parents
         pa, pb = sk.parents[a], sk.parents[b]
         assert pa == pb or perm[pa] == pb or -1 in (pa, pb)
-    assert skeletons.get(name) is sk  # one shared instance, one tensor cache
+    assert get_skeleton(name) is sk  # one shared instance, one tensor cache
 
 
 def test_unknown_builtin_lists_known_names():
     with pytest.raises(ValueError, match="h36m17"):
-        skeletons.get("nope")
+        get_skeleton("nope")
 
 
 def test_seed15_is_the_article_tree():
-    sk = skeletons.get("seed15")
+    sk = get_skeleton("seed15")
     assert list(sk.parents[1:]) == [0, 1, 2, 3, 1, 5, 6, 0, 8, 9, 0, 11, 12, 1]
     assert [p for p, _ in sk.bones] == [0, 1, 2, 3, 1, 5, 6, 0, 8, 9, 0, 11, 12, 1]
     assert [c for _, c in sk.bones] == list(range(1, 15))
@@ -38,14 +39,14 @@ def test_seed15_is_the_article_tree():
 
 def test_cmu31_matches_bundled_bvh_hierarchy():
     m = load_bvh(bundled_bvh()[0])
-    sk = skeletons.get("cmu31")
+    sk = get_skeleton("cmu31")
     assert list(sk.names) == m.joint_names
     assert list(sk.parents) == m.parents
 
 
 def test_any_joint_order_and_derived_data():
     # mpii16: the root is joint 6 and several parents have larger indices than their children
-    sk = skeletons.get("mpii16")
+    sk = get_skeleton("mpii16")
     assert sk.root == 6
     assert any(p > j for j, p in enumerate(sk.parents))
     children = [c for _, c in sk.bones]
@@ -68,7 +69,7 @@ def test_any_joint_order_and_derived_data():
 
 
 def test_tensor_cache_is_per_device_and_reused():
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     a = sk.tensor("flip_index")
     assert a is sk.tensor("flip_index")
     assert a.dtype == torch.long and a.tolist() == list(sk.flip_index)
@@ -95,7 +96,7 @@ def test_validation_names_the_joint(names, parents, pairs, match):
 
 
 def test_subset_reparents_to_nearest_kept_ancestor():
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     sub = sk.subset(["pelvis", "r_ankle", "l_ankle", "head"])
     assert sub.parents == (-1, 0, 0, 0)
     assert sub.flip_pairs == ((2, 1),)

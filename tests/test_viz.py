@@ -3,13 +3,13 @@
 import cv2
 import numpy as np
 
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig
 from tensorpose.cli import main
 from tensorpose.data.images import TopDownDataset
+from tensorpose.skeleton import get_skeleton
 from tensorpose.viz import LEFT, RIGHT, augment_grid, draw_skeleton
 
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 
 
 def test_draw_skeleton_colours_sides():

@@ -30,7 +30,7 @@ import cv2
 import numpy as np
 import torch
 
-from .. import skeletons
+from ..skeleton import get_skeleton
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
@@ -65,7 +65,7 @@ class _Staged:
                  which: dict[str, bool], min_score: float, min_kp: float,
                  skeleton: str) -> None:  # fmt: skip
         self.outputs, self.stem, self.video, self.which = outputs, stem, video, which
-        self.skeleton = skeletons.get(skeleton)
+        self.skeleton = get_skeleton(skeleton)
         self.min_score, self.min_kp = min_score, min_kp
         self.results: list[dict] = []
         self.writer = VideoWriter(outputs.path(f"{stem}.mp4"), fps) if video else None

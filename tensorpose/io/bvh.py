@@ -173,9 +173,9 @@ class Mapping:
     scale: float
 
     def target(self) -> Skeleton:
-        from .. import skeletons
+        from ..skeleton import get_skeleton
 
-        return skeletons.get(self.target_skeleton)
+        return get_skeleton(self.target_skeleton)
 
     def weights(self, source_names: Sequence[str], path: str = "") -> torch.Tensor:
         """``(J_target, J_source)`` averaging matrix; error names the missing source joints."""

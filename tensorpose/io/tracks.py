@@ -109,13 +109,13 @@ class Tracks:
         return self.keypoints.shape[1]
 
     def to_coco17(self) -> torch.Tensor:
-        """``(T, P, 17, 3)`` in the order of ``skeletons.coco17()``."""
+        """``(T, P, 17, 3)`` in the order of ``tensorpose.skeleton.coco17()``."""
         if self.layout not in COCO17_INDEX:
             raise ValueError(f"layout {self.layout} does not contain the 17 COCO keypoints")
         return self.keypoints[:, :, COCO17_INDEX[self.layout]]
 
     def to_h36m17(self) -> torch.Tensor:
-        """``(T, P, 17, 3)`` in the order of ``skeletons.h36m17()`` (the lifter's input), see
+        """``(T, P, 17, 3)`` in the order of ``tensorpose.skeleton.h36m17()`` (the lifter's input), see
         :func:`tensorpose.layouts.to_h36m17`."""
         return to_h36m17(self.keypoints, self.layout)
 

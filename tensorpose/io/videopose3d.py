@@ -18,12 +18,12 @@ Lifting a video with a published model (what ``tensorpose lift --checkpoint x.bi
         # VideoPose3D's default test-time flip averaging, for COCO input:
         joints = model.predict(
             kp[None],
-            flip_index_in=skeletons.get("coco17").flip_index,
-            flip_index_out=skeletons.get("h36m17").flip_index,
+            flip_index_in=get_skeleton("coco17").flip_index,
+            flip_index_out=get_skeleton("h36m17").flip_index,
         )[0]
 
 - Input joints in the order the model was trained on: ``pretrained_h36m_detectron_coco.bin``
-  takes COCO-17 keypoints as they are (the order of ``skeletons.get("coco17")``, COCO and the first
+  takes COCO-17 keypoints as they are (the order of ``get_skeleton("coco17")``, COCO and the first
   17 of OpenPose BODY_25B); ``pretrained_h36m_cpn.bin`` takes Human3.6M-17 (``h36m17``).
   ``x, y`` only; no confidences.
 - Normalisation: :func:`videopose3d_normalize` is :func:`tensorpose.ops.camera.normalize_screen`,

@@ -192,8 +192,8 @@ class TemporalLifter(TemporalConvNet):
     and ``directions (B, T_out, S, 3)``.
 
     Example:
-        >>> from tensorpose import skeletons
-        >>> m = TemporalLifter(skeletons.get("h36m17"), receptive_field=27, channels=32).eval()
+        >>> from tensorpose.skeleton import get_skeleton
+        >>> m = TemporalLifter(get_skeleton("h36m17"), receptive_field=27, channels=32).eval()
         >>> m(torch.randn(2, 27, 17, 2), strided=True)["joints"].shape
         torch.Size([2, 1, 17, 3])
         >>> m.predict(torch.randn(2, 10, 17, 2)).shape

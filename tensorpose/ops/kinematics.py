@@ -73,8 +73,8 @@ def decompose(
         ``lengths (..., S, 1)`` and ``directions (..., S, D)``.
 
     Example:
-        >>> from tensorpose import skeletons
-        >>> sk = skeletons.get("seed15")
+        >>> from tensorpose.skeleton import get_skeleton
+        >>> sk = get_skeleton("seed15")
         >>> x = torch.randn(2, 15, 3, dtype=torch.float64)
         >>> lengths, dirs = decompose(x, sk)
         >>> torch.allclose(compose(lengths, dirs, sk, root=x[..., 0, :]), x)

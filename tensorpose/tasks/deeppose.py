@@ -15,9 +15,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import losses, skeletons
+from .. import losses
 from ..config import Config, ConfigError, check_min, choices, valid
 from ..models.deeppose import deeppose, denormalize_coords, normalize_coords
+from ..skeleton import get_skeleton
 from .base import Field
 from .topdown import TopDownTask
 
@@ -60,7 +61,7 @@ class DeepPoseTask(TopDownTask):
     @classmethod
     def build_model(cls, cfg: Config) -> nn.Module:
         m = cfg.model
-        K = skeletons.get(m.skeleton).num_joints
+        K = get_skeleton(m.skeleton).num_joints
         if m.backbone == "alexnet":
             kw = {"input_size": cfg.data.input_size[0], "fc_width": m.fc_width,
                   "dropout": m.dropout}  # fmt: skip

@@ -15,10 +15,11 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from .. import losses, skeletons
+from .. import losses
 from ..config import Config, ConfigError, choices, valid
 from ..models.heads import heatmap_pose_net
 from ..ops.heatmap import decode_heatmaps, gaussian_heatmaps
+from ..skeleton import get_skeleton
 from .base import Field
 from .topdown import TopDownTask
 
@@ -63,7 +64,7 @@ class HeatmapTask(TopDownTask):
     @classmethod
     def build_model(cls, cfg: Config) -> nn.Module:
         m = cfg.model
-        return heatmap_pose_net(skeletons.get(m.skeleton).num_joints, m.depth, m.width)
+        return heatmap_pose_net(get_skeleton(m.skeleton).num_joints, m.depth, m.width)
 
     def sizes(self) -> dict[str, int]:
         H, W = self.size

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from .. import losses, metrics, skeletons
+from .. import losses, metrics
 from ..config import Config, ConfigError, check_min, choices, valid
 from ..data.mocap import (
     CameraSpec,
@@ -38,6 +38,7 @@ from ..data.mocap import (
 from ..data.synth import SynthConfig, SyntheticLiftingBatches
 from ..models.lifter import TemporalLifter, filter_widths_for
 from ..ops.kinematics import decompose
+from ..skeleton import get_skeleton
 from .base import Field, Task, check_batch, eval_mode, unwrap
 
 __all__ = ["FrameBatches", "LiftDataConfig", "LiftModelConfig", "LiftSynthConfig", "LiftingTask"]
@@ -245,7 +246,7 @@ class LiftingTask(Task):
     def build_model(cls, cfg: Config) -> TemporalLifter:
         m = cfg.model
         return TemporalLifter(
-            skeletons.get(m.skeleton), m.receptive_field, m.channels, m.dropout, m.head
+            get_skeleton(m.skeleton), m.receptive_field, m.channels, m.dropout, m.head
         )
 
     @classmethod

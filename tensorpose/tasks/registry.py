@@ -2,7 +2,8 @@
 
 A task is registered by name with the ``"module:Class"`` path of its :class:`~.base.Task`
 subclass; the module is imported only when the task is used, so importing the registry (and
-:mod:`tensorpose.config`, which asks it for a task's config sections) stays light. Adding a
+:mod:`tensorpose.config`, which it tells how to find a task's config sections through
+:func:`tensorpose.config.set_task_lookup`) stays light. Adding a
 task is one module and one line in :data:`TASKS` (or, from outside the package, one call to
 :func:`register_task`).
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
+
+from ..config import ConfigError, set_task_lookup
 
 if TYPE_CHECKING:
     from .base import Task
@@ -62,3 +65,14 @@ def get_task(name: str) -> type[Task]:
         module, _, cls = entry.partition(":")
         entry = getattr(importlib.import_module(module), cls)
     return entry
+
+
+def _config_lookup(name: str) -> type[Task]:
+    """:func:`get_task` for :mod:`tensorpose.config`: an unknown name is a ``ConfigError``."""
+    try:
+        return get_task(name)
+    except UnknownTaskError as e:
+        raise ConfigError(str(e)) from None
+
+
+set_task_lookup(_config_lookup, task_names)

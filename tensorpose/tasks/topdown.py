@@ -22,12 +22,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from .. import metrics2d, skeletons
+from .. import metrics2d
 from ..augment_config import AugmentConfig, AugmentRanges
 from ..config import Config, ConfigError, check_min, choices, valid
 from ..data.loaders import EpochLoader, IdentifiedSamples, seed_worker
 from ..io.coco import bundled_coco, coco_results, load_coco_keypoints
 from ..ops.affine import invert_affine, transform_points
+from ..skeleton import get_skeleton
 from .base import Field, Task, check_batch, eval_mode, unwrap
 
 __all__ = ["ImageDataConfig", "TopDownTask"]
@@ -108,7 +109,7 @@ class TopDownTask(Task):
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__(model, cfg)
-        self.skeleton = skeletons.get(cfg.model.skeleton)
+        self.skeleton = get_skeleton(cfg.model.skeleton)
         self.size = tuple(cfg.data.input_size)
         self.device = torch.device("cpu")
 

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.data import mocap
 from tensorpose.data.mocap import LiftingSet, MocapSequence
 from tensorpose.io.bvh import load_bvh
 from tensorpose.ops.camera import normalize_screen
 from tensorpose.ops.kinematics import flip
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("h36m17")
+SK = get_skeleton("h36m17")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
@@ -218,6 +218,6 @@ def test_load_lifting_split_bvh_and_npz(tmp_path):
     with pytest.raises(ValueError, match="positions_2d has no entry"):
         mocap.load_lifting_split(None, SK, 1, spec, source="npz", npz=tmp_path / "mixed.npz")
     with pytest.raises(ValueError, match="skeleton 'h36m17' but the model's skeleton is 'coco17'"):
-        mocap.load_lifting_split(["131_03"], skeletons.get("coco17"), 1, spec)
+        mocap.load_lifting_split(["131_03"], get_skeleton("coco17"), 1, spec)
     with pytest.raises(ValueError, match="source must be 'bvh' or 'npz'"):
         mocap.load_lifting_split(["131_03"], SK, 1, spec, source="csv")

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig, sample_params
 from tensorpose.data.multiperson import (
     MultiPersonAugment,
@@ -23,8 +22,9 @@ from tensorpose.data.multiperson import (
     warp_images,
 )
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 
 
 @pytest.fixture(scope="module")

@@ -9,16 +9,17 @@ import pytest
 import torch
 import yaml
 
-from tensorpose import metrics, skeletons
+from tensorpose import metrics
 from tensorpose.data.mocap import load_bvh_sequences
 from tensorpose.data.synth import KinematicAugmenter, SynthConfig, SyntheticLiftingBatches
 from tensorpose.ops import bone_lengths
 from tensorpose.ops import poseaug as pa
 from tensorpose.ops.camera import normalize_screen, project
+from tensorpose.skeleton import get_skeleton
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "synth_lift.yaml"
 R = 27
-SK = skeletons.get("h36m17")
+SK = get_skeleton("h36m17")
 # No randomness in the 2D: the keypoints are the exact projection of the joints.
 CLEAN = {"offsets": 0.0, "derive": False, "noise": 0.0, "outlier_prob": 0.0, "drop_prob": 0.0,
          "drop_window_prob": 0.0, "flip": 0.0}  # fmt: skip

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.io.bvh import (
     MAPPINGS,
     BVHError,
@@ -18,6 +17,7 @@ from tensorpose.io.bvh import (
     parse_bvh,
 )
 from tensorpose.ops import bone_lengths
+from tensorpose.skeleton import get_skeleton
 
 FRAMES = {"131_01.bvh": 994, "131_02.bvh": 1247, "131_03.bvh": 1102}
 
@@ -262,4 +262,4 @@ def test_deep_hierarchy_parses_without_recursion():
 
 def test_cmu31_skeleton_from_file_matches_builtin():
     m = load_bvh(bundled_bvh()[1])
-    assert m.skeleton().names == skeletons.get("cmu31").names
+    assert m.skeleton().names == get_skeleton("cmu31").names

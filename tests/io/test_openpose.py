@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.cli import main
 from tensorpose.io.openpose import (
     COCO17_INDEX,
@@ -20,6 +19,7 @@ from tensorpose.io.openpose import (
     read_openpose_frames,
     write_openpose,
 )
+from tensorpose.skeleton import coco17
 
 
 def person(xy, conf=0.9):
@@ -141,7 +141,7 @@ def test_link_gate():
 # ----------------------------------------------------------------------------- layouts
 def test_layouts_and_coco17_mapping():
     assert {"BODY_25", "BODY_25B", "COCO_18"} <= set(LAYOUTS)
-    coco = list(skeletons.coco17().names)
+    coco = list(coco17().names)
     for layout, idx in COCO17_INDEX.items():
         assert [LAYOUTS[layout][i] for i in idx] == coco
     assert COCO17_INDEX["BODY_25B"] == list(range(17))

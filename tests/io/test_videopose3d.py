@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.io.safe_pickle import RANDOM_STATE_GLOBALS, UnsafePickleError, torch_load
 from tensorpose.io.videopose3d import (
     VideoPose3DLifter,
@@ -21,6 +20,7 @@ from tensorpose.io.videopose3d import (
     load_videopose3d,
     videopose3d_normalize,
 )
+from tensorpose.skeleton import get_skeleton
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "videopose3d"
 CKPT = DATA / "vp3d_checkpoint_s0.bin"
@@ -385,7 +385,7 @@ def test_h36m17_is_videopose3ds_joint_order():
     parents[11] = parents[14] = 8
     left = [keep.index(j) for j in left32 if j in keep]
     right = [keep.index(j) for j in right32 if j in keep]
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     assert list(sk.parents) == parents
     assert (left, right) == ([4, 5, 6, 11, 12, 13], [1, 2, 3, 14, 15, 16])
     assert [sk.flip_index[j] for j in left] == right
@@ -406,8 +406,8 @@ def test_test_time_flip_averaging_matches_videopose3d(io_npz):
         b[:, :, joints_left + joints_right] = b[:, :, joints_right + joints_left]
         got = m.predict(
             x,
-            flip_index_in=skeletons.get("coco17").flip_index,
-            flip_index_out=skeletons.get("h36m17").flip_index,
+            flip_index_in=get_skeleton("coco17").flip_index,
+            flip_index_out=get_skeleton("h36m17").flip_index,
         )
     torch.testing.assert_close(got, (a + b) / 2)
     with pytest.raises(ValueError, match="together"):

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig, CpuAugment, sample_params
 from tensorpose.data.images import TopDownDataset
 from tensorpose.losses import heatmap_mse, masked_mse
@@ -16,8 +15,9 @@ from tensorpose.models import (
 )
 from tensorpose.models.deeppose import denormalize_coords, normalize_coords
 from tensorpose.ops.heatmap import decode_heatmaps, gaussian_heatmaps
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("coco17")
+SK = get_skeleton("coco17")
 
 
 @pytest.fixture(autouse=True, scope="module")

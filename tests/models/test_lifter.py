@@ -3,10 +3,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensorpose import metrics, skeletons
+from tensorpose import metrics
 from tensorpose.models.lifter import TemporalLifter, filter_widths_for
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("h36m17")
+SK = get_skeleton("h36m17")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.ops import camera
 from tensorpose.ops.kinematics import flip
+from tensorpose.skeleton import get_skeleton
 
-SK = skeletons.get("h36m17")
+SK = get_skeleton("h36m17")
 
 
 def test_project_matches_hand_computed_pinhole():

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorpose import Skeleton, skeletons
+from tensorpose import Skeleton
 from tensorpose.ops import (
     axis_angle_to_matrix,
     bone_lengths,
@@ -16,6 +16,7 @@ from tensorpose.ops import (
     flip,
     forward_kinematics,
 )
+from tensorpose.skeleton import get_skeleton
 
 f64 = torch.float64
 
@@ -87,7 +88,7 @@ def test_round_trip_random_trees(sk, D, lead, seed):
 
 @pytest.mark.parametrize("name", ["seed15", "h36m17", "mpii16", "coco17", "cmu31"])
 def test_equals_naive_loops(name, device):
-    sk = skeletons.get(name)
+    sk = get_skeleton(name)
     x = torch.randn(2, 5, sk.num_joints, 3, dtype=f64, device=device)
     L, Dr = decompose(x, sk)
     nL, nD = naive_decompose(x, sk)
@@ -105,7 +106,7 @@ def test_equals_naive_loops(name, device):
 
 
 def test_float32_and_any_leading_dims(device):
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     x = torch.randn(2, 3, 4, 17, 2, device=device)
     L, D = decompose(x, sk)
     torch.testing.assert_close(compose(L, D, sk, x[..., 0, :]), x, rtol=1e-5, atol=1e-5)
@@ -116,7 +117,7 @@ def test_float32_and_any_leading_dims(device):
 
 # ----------------------------------------------------------------------------- gradients
 def test_gradcheck_compose_decompose():
-    sk = skeletons.get("seed15")
+    sk = get_skeleton("seed15")
     x = torch.randn(2, 15, 3, dtype=f64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x: decompose(x, sk), (x,))
     L, D = decompose(x.detach(), sk)
@@ -127,7 +128,7 @@ def test_gradcheck_compose_decompose():
 
 
 def test_zero_length_bones_give_zero_direction_and_finite_gradients():
-    sk = skeletons.get("cmu31")  # has real zero-offset joints (LHipJoint, lowerneck, ...)
+    sk = get_skeleton("cmu31")  # has real zero-offset joints (LHipJoint, lowerneck, ...)
     x = torch.randn(4, 31, 3, dtype=f64)
     x[:, 1] = x[:, 0]  # LHipJoint on top of Hips
     x = x.requires_grad_()
@@ -143,7 +144,7 @@ def test_zero_length_bones_give_zero_direction_and_finite_gradients():
 
 # ----------------------------------------------------------------------------- bad input
 def test_bad_input_messages():
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     with pytest.raises(ValueError, match=r"J=17.*got \(2, 15, 3\)"):
         decompose(torch.randn(2, 15, 3), sk)
     with pytest.raises(ValueError, match="2 or 3 coordinates.*D=4"):
@@ -168,7 +169,7 @@ def test_bad_input_messages():
 
 # ----------------------------------------------------------------------------- flip
 def test_flip_swaps_sides_and_is_an_involution(device):
-    sk = skeletons.get("coco17")
+    sk = get_skeleton("coco17")
     x = torch.randn(3, 17, 2, dtype=f64, device=device)
     y = flip(x, sk, axis=0)
     for j, name in enumerate(sk.names):
@@ -182,7 +183,7 @@ def test_flip_swaps_sides_and_is_an_involution(device):
 
 
 def test_flip_preserves_mirrored_bone_lengths():
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     x = torch.randn(5, 17, 3, dtype=f64)
     Lx, Ly = bone_lengths(x, sk), bone_lengths(flip(x, sk, axis=2), sk)
     # bone s (child c) maps to the bone whose child is flip_index[c]
@@ -198,7 +199,7 @@ def random_rotations(*shape, dtype=f64, device="cpu"):
 
 @pytest.mark.parametrize("name", ["cmu31", "mpii16", "seed15"])
 def test_forward_kinematics_equals_naive(name, device):
-    sk = skeletons.get(name)
+    sk = get_skeleton(name)
     R = random_rotations(4, sk.num_joints, device=device)
     off = torch.randn(sk.num_joints, 3, dtype=f64, device=device)
     root = torch.randn(4, 3, dtype=f64, device=device)
@@ -212,7 +213,7 @@ def test_forward_kinematics_equals_naive(name, device):
 
 
 def test_forward_kinematics_identity_pose_is_cumulative_offsets():
-    sk = skeletons.get("h36m17")
+    sk = get_skeleton("h36m17")
     off = torch.randn(17, 3, dtype=f64)
     P = forward_kinematics(torch.eye(3, dtype=f64).expand(17, 3, 3), off, None, sk)
     L = torch.linalg.vector_norm(off[[c for _, c in sk.bones]], dim=-1)
@@ -220,7 +221,7 @@ def test_forward_kinematics_identity_pose_is_cumulative_offsets():
 
 
 def test_forward_kinematics_gradcheck_and_bad_input():
-    sk = skeletons.get("seed15")
+    sk = get_skeleton("seed15")
     aa = torch.randn(2, 15, 3, dtype=f64, requires_grad=True)
     off = torch.randn(15, 3, dtype=f64, requires_grad=True)
     assert torch.autograd.gradcheck(
@@ -245,7 +246,7 @@ def test_rotation_fk_rotates_a_chain():
 def test_compile_path_equals_eager_with_gradients():
     # Compiled without grad, compose/decompose take the fused gather path; with grad (and in
     # eager) the GEMM path: all must agree, values and gradients.
-    sk = skeletons.get("mpii16")  # root not at index 0, parents after children
+    sk = get_skeleton("mpii16")  # root not at index 0, parents after children
     x = torch.randn(2, 7, 16, 3, dtype=f64)
     root = torch.randn(2, 7, 3, dtype=f64)
 

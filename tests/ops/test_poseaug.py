@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.data.mocap import load_bvh_sequences
 from tensorpose.ops import flip, forward_kinematics
 from tensorpose.ops import poseaug as pa
 from tensorpose.ops.camera import intrinsic_matrix, project
+from tensorpose.skeleton import get_skeleton
 
 f64 = torch.float64
-SK = skeletons.get("h36m17")
+SK = get_skeleton("h36m17")
 LIMITS = pa.H36M17_LIMITS
 NAMES = list(LIMITS)
 LO = torch.tensor([math.radians(v.lo_deg) for v in LIMITS.values()], dtype=f64)

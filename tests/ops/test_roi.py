@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose import skeletons
 from tensorpose.augment import AugmentConfig, DeviceAugment, sample_params
 from tensorpose.data.images import TopDownDataset, collate_topdown
 from tensorpose.ops.affine import (
@@ -18,6 +17,7 @@ from tensorpose.ops.affine import (
     warp_affine_indexed,
 )
 from tensorpose.ops.roi import crop_boxes, roi_align
+from tensorpose.skeleton import get_skeleton
 
 
 # ----------------------------------------------------------------------------- naive twin
@@ -206,7 +206,7 @@ def test_crop_boxes_equals_training_crop(coco_batch):
     size = (64, 48)
     cfg = AugmentConfig.identity(size)
     params = sample_params(cfg, 4, torch.Generator().manual_seed(0))
-    train = DeviceAugment(cfg, skeletons.get("coco17"))(coco_batch, params=params)
+    train = DeviceAugment(cfg, get_skeleton("coco17"))(coco_batch, params=params)
     x, y, w, h = coco_batch["bbox"].unbind(-1)
     boxes = torch.stack([torch.arange(4.0), x, y, x + w, y + h], -1)
     crops, M = crop_boxes(coco_batch["images"], boxes, size)

@@ -1,0 +1,112 @@
+"""The package's import graph has no cycle: every ``import``/``from ... import`` of a package
+module (module level, in functions, under ``TYPE_CHECKING``; relative and absolute) read with
+``ast``, package ``__init__`` modules included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tensorpose
+
+ROOT = Path(tensorpose.__file__).resolve().parent
+PACKAGE = "tensorpose"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package (package ``__init__`` files as the package's name)."""
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest prefix of the dotted ``name`` that is a package module."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:n])
+        if candidate in known:
+            return candidate
+    return None
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package modules that module ``name`` imports anywhere in its source."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                full = ".".join(base + ([node.module] if node.module else []))
+            else:
+                full = node.module or ""
+            # ``from pkg import sub``: the submodule when there is one, else ``pkg`` itself
+            targets = [f"{full}.{a.name}" for a in node.names]
+        for t in targets:
+            if t == PACKAGE or t.startswith(PACKAGE + "."):
+                target = _resolve(t, known)
+                if target is not None and target != name:
+                    out.add(target)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle ``[a, b, ..., a]`` of ``graph`` (depth-first search), or ``None``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_graph_sees_relative_absolute_and_function_level_imports():
+    g = import_graph()
+    assert "tensorpose" in g and "tensorpose.tasks" in g  # package __init__ modules count
+    assert "tensorpose.skeleton" in g["tensorpose"]  # relative, module level
+    assert "tensorpose.config" in g["tensorpose.tasks.registry"]  # parent package, by name
+    assert "tensorpose.tasks" in g["tensorpose.train.checkpoint"]  # ``from ..tasks import``
+    assert "tensorpose.train.folder" in g["tensorpose.config"]  # inside a function
+
+
+def test_find_cycle_reports_the_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
