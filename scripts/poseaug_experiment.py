@@ -50,7 +50,8 @@ from tensorpose import metrics
 from tensorpose.config import config_for
 from tensorpose.data.mocap import CameraSpec, LiftingSet, load_bvh_sequences
 from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
-from tensorpose.io.openpose import LAYOUTS, bundled_tracks, load_openpose
+from tensorpose.io.openpose import LAYOUTS, bundled_tracks
+from tensorpose.io.tracks import read_tracks
 from tensorpose.models.lifter import TemporalLifter
 from tensorpose.ops.camera import normalize_screen
 from tensorpose.ops.poseaug import (
@@ -262,7 +263,7 @@ def load_trial() -> dict:
     cams = read_qca(TRACKS / "Calib.qca.txt")
     xy = []
     for folder in bundled_tracks():  # four cameras
-        k = load_openpose(folder).keypoints.numpy()  # (T, P, 25, 3)
+        k = read_tracks(folder).keypoints.numpy()  # (T, P, 25, 3)
         person = np.isfinite(k[..., 0]).sum((0, 2)).argmax()  # the most complete track
         xy.append(k[:, person, :, :2])
     xy = np.stack(xy)  # (C, T, 25, 2)

@@ -179,10 +179,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _triangulate(args: argparse.Namespace) -> int:
-    from .apps.triangulate import summary, triangulate
+    from .apps.triangulate import summary, triangulate_folder
 
     out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
-    r = triangulate(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
+    r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
                     fps=args.fps, overwrite=args.overwrite)  # fmt: skip
     _print(summary(r))

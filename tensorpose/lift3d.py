@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 
-
 from .io.tracks import Keypoints2D
 from .layouts import COCO17_INDEX, to_h36m17
 from .ops.gaps import bridge_missing

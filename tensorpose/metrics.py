@@ -20,8 +20,8 @@ from .skeleton import Skeleton
 
 __all__ = [
     "LIMB_JOINTS",
-    "compare_with_reference",
     "bone_length_std",
+    "compare_with_reference",
     "mpjpe",
     "mpjve",
     "n_mpjpe",

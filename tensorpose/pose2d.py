@@ -17,11 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .skeleton import get_skeleton
-from .models.centernet import IMAGENET_MEAN, IMAGENET_STD, CenterNet
+from .models.centernet import IMAGENET_MEAN, IMAGENET_STD
+from .tasks.centernet import CenterNet
 from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import decode_heatmaps
 from .ops.roi import crop_boxes
+from .skeleton import get_skeleton
 
 __all__ = [
     "KINDS",
@@ -155,9 +156,7 @@ def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,
     return torch.cat(kps), torch.cat(scores)
 
 
-def pad_frames(
-    frames: list[np.ndarray], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_frames(frames: list[np.ndarray], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, H, W, 3)`` uint8 on ``device`` (frames zero-padded to the largest) and their
     ``(B, 2)`` sizes ``(w, h)``."""
     Hm = max(f.shape[0] for f in frames)

@@ -53,7 +53,9 @@ def smooth(x: torch.Tensor, settings: FilterSettings) -> torch.Tensor:
               measurement_noise=s.measurement_noise)  # fmt: skip
 
 
-def smooth_tracks(tracks: Tracks, settings: FilterSettings) -> tuple[dict, torch.Tensor, torch.Tensor]:
+def smooth_tracks(
+    tracks: Tracks, settings: FilterSettings
+) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """Smooth every joint of every track of ``tracks``.
 
     Returns:
@@ -67,14 +69,18 @@ def smooth_tracks(tracks: Tracks, settings: FilterSettings) -> tuple[dict, torch
     sm = smooth(raw, settings)
     T, P, K = kp.shape[:3]
     present = (tracks.raw[..., 2] > 0).any(-1, keepdim=True).expand(T, P, K)
-    return {
-        "frames": T,
-        "tracks": P,
-        "layout": tracks.layout,
-        "layout_reason": tracks.layout_reason,
-        "missing_pct": float(torch.isnan(kp[..., 0])[present].float().mean() * 100),
-        "low_confidence": int(tracks.low_confidence.sum()),
-        "jitter_raw": float(jitter(raw)),
-        "jitter_smoothed": float(jitter(sm.masked_fill(raw.isnan(), float("nan")))),
-        "lag": float(lag(raw, sm)),
-    }, raw, sm
+    return (
+        {
+            "frames": T,
+            "tracks": P,
+            "layout": tracks.layout,
+            "layout_reason": tracks.layout_reason,
+            "missing_pct": float(torch.isnan(kp[..., 0])[present].float().mean() * 100),
+            "low_confidence": int(tracks.low_confidence.sum()),
+            "jitter_raw": float(jitter(raw)),
+            "jitter_smoothed": float(jitter(sm.masked_fill(raw.isnan(), float("nan")))),
+            "lag": float(lag(raw, sm)),
+        },
+        raw,
+        sm,
+    )

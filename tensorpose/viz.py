@@ -114,7 +114,11 @@ def draw_skeleton(
 
 
 def draw_people(
-    img: np.ndarray, people: dict, min_kp: float, skeleton: Skeleton, links: Sequence[tuple[int, int]]
+    img: np.ndarray,
+    people: dict,
+    min_kp: float,
+    skeleton: Skeleton,
+    links: Sequence[tuple[int, int]],
 ) -> np.ndarray:
     """People on ``img`` (RGB): joints with confidence from ``min_kp`` and their ``links``, and
     box and score for people with at least three such joints. ``people``: ``boxes (n, 4)``
@@ -480,8 +484,8 @@ def augment_picture(
     return list(people)
 
 
-def plot_reprojection_errors(path: str | os.PathLike, mean_error: np.ndarray, valid: np.ndarray, names: list[str],
-                 max_px: float, title: str) -> None:  # fmt: skip
+def plot_reprojection_errors(path: str | os.PathLike, mean_error: np.ndarray, valid: np.ndarray,
+                             names: list[str], max_px: float, title: str) -> None:  # fmt: skip
     """Per-joint reprojection errors: median and 90th percentile over the valid frames, the
     valid fraction, and the error of every frame and joint."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

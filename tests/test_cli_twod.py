@@ -13,7 +13,7 @@ import pytest
 from tensorpose.cli import main
 from tensorpose.config import load_config
 from tensorpose.io.coco import bundled_coco
-from tensorpose.io.openpose import load_openpose
+from tensorpose.io.tracks import read_tracks
 from tensorpose.train.trainer import train
 
 FILES = ("000000000790.jpg", "000000214753.jpg", "000000442450.jpg")
@@ -74,7 +74,7 @@ def test_predict_folder_with_coco_boxes(checkpoints, images, tmp_path, capsys):
     assert (
         len(list((out / "openpose").iterdir())) == 3 and len(list((out / "drawn").iterdir())) == 3
     )
-    tracks = load_openpose(out / "openpose")  # what smooth and lift read
+    tracks = read_tracks(out / "openpose")  # what smooth and lift read
     assert tracks.keypoints.shape[0] == 3 and tracks.layout == "COCO_18"
     # an existing output folder is refused without --overwrite, replaced with it
     assert "--overwrite" in _error_line(capsys, 2, args)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from tensorpose.io import openpose
-from tensorpose.io.openpose import bundled_tracks, load_openpose
+from tensorpose.io.openpose import bundled_tracks
+from tensorpose.io.tracks import read_tracks
 from tensorpose.layouts import (
     COCO17_INDEX,
     LAYOUTS,
@@ -93,7 +94,7 @@ def body25_from_body25b(kp: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def body25b():
     """``(T, P, 25, 3)`` raw OpenPose values (0 for missing) of the bundled camera 1."""
-    tr = load_openpose(bundled_tracks()[0], min_confidence=0.0)
+    tr = read_tracks(bundled_tracks()[0], min_confidence=0.0)
     return torch.nan_to_num(tr.raw, nan=0.0).numpy()
 
 
@@ -192,7 +193,7 @@ def test_detect_layout_on_bundled_tracks_and_a_body25_reordering(body25b):
     assert detect_layout(body25_from_body25b(body25b[:1, :1]))[0] == "BODY_25"
     assert detect_layout(body25b[:1, :1])[0] == "BODY_25B"
     # torch input, NaN for missing (the Tracks convention)
-    tr = load_openpose(bundled_tracks()[3])
+    tr = read_tracks(bundled_tracks()[3])
     assert detect_layout(tr.raw)[0] == "BODY_25B"
 
 

@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 import torch
 
+from tensorpose.apps.lift import lift
 from tensorpose.cli import main
 from tensorpose.config import config_to_dict, load_config
 from tensorpose.inference import evaluate, load_model
-from tensorpose.io.export import read_trc
-from tensorpose.io.openpose import bundled_tracks, load_openpose
+from tensorpose.io.motion import read_trc
+from tensorpose.io.openpose import bundled_tracks
+from tensorpose.io.tracks import read_tracks
 from tensorpose.layouts import COCO17_INDEX, to_h36m17
-from tensorpose.lift import bridge_missing, camera_to_opensim, lift
-from tensorpose.ops.camera import normalize_screen
+from tensorpose.ops.camera import camera_to_opensim, normalize_screen
+from tensorpose.ops.gaps import bridge_missing
 from tensorpose.skeleton import get_skeleton
 from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import save_checkpoint
@@ -67,7 +69,7 @@ def _model_reference(ckpt: Path, kp_h36m: torch.Tensor, size, min_conf=0.3) -> t
 
 
 def _track(folder: Path, person: int | None = None) -> torch.Tensor:
-    raw = load_openpose(folder, min_confidence=0.0).raw
+    raw = read_tracks(folder, min_confidence=0.0).raw
     counts = [int(np.isfinite(raw[:, p, :, 0].numpy()).sum()) for p in range(raw.shape[1])]
     p = person if person is not None else int(np.argmax(counts))  # most found keypoints
     return raw[:, p]
@@ -129,7 +131,7 @@ def _write_npz(path: Path, kp: np.ndarray, **extra) -> Path:
 
 
 def test_coco_results_equal_npz_of_the_same_person(ckpt, tmp_path):
-    raw = load_openpose(CAM02, min_confidence=0.0).raw[:30, :2]  # two people, 30 frames
+    raw = read_tracks(CAM02, min_confidence=0.0).raw[:30, :2]  # two people, 30 frames
     coco = raw[:, :, COCO17_INDEX["BODY_25B"]].numpy()
     results = []
     for t in range(coco.shape[0]):
@@ -321,7 +323,7 @@ def test_eval_flip(ckpt, capsys):
 
 def test_compare_with_reference_naive():
     from tensorpose.layouts import LAYOUTS
-    from tensorpose.lift import LIMB_JOINTS, compare_with_reference
+    from tensorpose.metrics import LIMB_JOINTS, compare_with_reference
     from tensorpose.ops.rotations import axis_angle_to_matrix
 
     g = torch.Generator().manual_seed(1)
@@ -351,7 +353,7 @@ def test_compare_with_reference_naive():
 def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
     cv2 = pytest.importorskip("cv2")
     from tensorpose.io.calibration import load_calibration
-    from tensorpose.lift import normalize_input
+    from tensorpose.lift3d import normalize_input
 
     calib = CAM01.parent / "Calib.qca.txt"
     kp = to_h36m17(_track(CAM01), "BODY_25B")[:20]
@@ -374,7 +376,7 @@ def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
 
 def test_reproject_slides_detected_joints_onto_their_rays(ckpt, tmp_path):
     from tensorpose.io.calibration import load_calibration
-    from tensorpose.lift import normalize_input
+    from tensorpose.lift3d import normalize_input
 
     calib = CAM01.parent / "Calib.qca.txt"
     kp = to_h36m17(_track(CAM01), "BODY_25B")[:30]

@@ -93,7 +93,7 @@ def test_eval_wild_from_the_projected_reference(ckpt, capsys):
     """``--reference-2d``: each camera lifts the triangulated keypoints projected into it
     (equal to cv2.projectPoints with the camera's distortion; NaN stays missing)."""
     cv2 = pytest.importorskip("cv2")
-    from tensorpose.lift import _projected_reference
+    from tensorpose.apps.eval_wild import _projected_reference
 
     cal = calibration.load_calibration(CALIB)
     g = torch.Generator().manual_seed(0)

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from tensorpose.apps.triangulate import triangulate_folder
 from tensorpose.io.calibration import load_calibration, write_toml
-from tensorpose.io.export import read_trc
+from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
-from tensorpose.multiview import camera_key, match_cameras, triangulate_folder
+from tensorpose.multiview import camera_key, match_cameras
 from tensorpose.ops.triangulate import triangulate_people
 
 TRACKS = bundled_tracks()[0].parent

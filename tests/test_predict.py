@@ -1,5 +1,5 @@
 """predict on images, folders and videos: top-down crop geometry against the documented window
-rule, COCO results accepted by pycocotools, OpenPose JSON read back by load_openpose, drawn
+rule, COCO results accepted by pycocotools, OpenPose JSON read back by read_tracks, drawn
 outputs, and bad inputs (one ValueError naming the file, no partial outputs left)."""
 
 import json
@@ -11,20 +11,16 @@ import pytest
 import torch
 from torch import nn
 
-from tensorpose.io.coco import bundled_coco, load_coco_keypoints
-from tensorpose.io.openpose import COCO17_INDEX, load_openpose, read_openpose_frames
+from tensorpose.apps.predict import predict
+from tensorpose.io.coco import bundled_coco, load_coco_keypoints, load_detections
+from tensorpose.io.openpose import COCO17_INDEX, read_openpose_frames
+from tensorpose.io.tracks import read_tracks
+from tensorpose.io.video import image_ids_from_names, iter_frames
+from tensorpose.layouts import COCO_LINKS, to_coco18
 from tensorpose.models.centernet import build_model as centernet_model
 from tensorpose.models.deeppose import deeppose
 from tensorpose.models.heads import heatmap_pose_net
-from tensorpose.predict import (
-    COCO_LINKS,
-    PoseModel,
-    image_ids_from_names,
-    iter_frames,
-    load_detections,
-    predict,
-    to_coco18,
-)
+from tensorpose.pose2d import PoseModel
 
 FILES = ("000000000790.jpg", "000000214753.jpg", "000000442450.jpg")
 GT = json.loads(bundled_coco().read_text())
@@ -90,7 +86,7 @@ def test_topdown_geometry_results_and_openpose_round_trip(images, tmp_path):
     assert files == sorted(f"{f[:-4]}_000000000000_keypoints.json" for f in FILES)
     frames, paths, layout = read_openpose_frames(out / "openpose")
     assert layout == "COCO_18"
-    tracks = load_openpose(out / "openpose", min_confidence=0.0)
+    tracks = read_tracks(out / "openpose", min_confidence=0.0)
     assert tracks.layout == "COCO_18" and tracks.num_frames == 3
     for f, path in zip(frames, paths, strict=True):
         iid = int(path.name.split("_")[0])

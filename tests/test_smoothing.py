@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.io.openpose import bundled_tracks, load_openpose
+from tensorpose.apps.smooth import smooth_folder
+from tensorpose.io.openpose import bundled_tracks, openpose_folders
+from tensorpose.io.tracks import read_tracks
 from tensorpose.ops.filters import jitter, kalman_smoother, one_euro_filter
-from tensorpose.smoothing import FilterSettings, openpose_folders, smooth, smooth_folder
+from tensorpose.smoothing import FilterSettings, smooth
 
 
 def test_one_folder_writes_the_smoothed_tracks(tmp_path):
@@ -27,10 +29,10 @@ def test_one_folder_writes_the_smoothed_tracks(tmp_path):
     files = sorted((tmp_path / "out").glob("*.json"))
     assert len(files) == 100 and r["out_dir"] == tmp_path / "out"
     # the written coordinates are the smoother run directly on the loaded tracks (NaN = missing)
-    raw = load_openpose(src)
+    raw = read_tracks(src)
     direct = kalman_smoother(raw.keypoints[..., :2].permute(1, 2, 0, 3), model="velocity",
                              process_noise=0.5, measurement_noise=9.0)  # fmt: skip
-    back = load_openpose(tmp_path / "out", min_confidence=0.0)
+    back = read_tracks(tmp_path / "out", min_confidence=0.0)
     got = back.keypoints[..., :2].permute(1, 2, 0, 3)
     seen = ~torch.isnan(got)
     assert seen.float().mean() > 0.5

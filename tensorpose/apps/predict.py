@@ -30,13 +30,13 @@ import cv2
 import numpy as np
 import torch
 
-from ..skeleton import get_skeleton
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
 from ..io.video import FrameBatch, VideoWriter, count_frames, is_video, iter_frames, video_info
 from ..layouts import COCO_LINKS, to_coco18
 from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
+from ..skeleton import get_skeleton
 from ..viz import draw_people
 
 __all__ = ["PredictResult", "predict", "summary"]
@@ -217,8 +217,9 @@ def predict(
     bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}")
     try:
         with outputs:
-            staged = _Staged(outputs, stem, video, fps, which, min_score, min_keypoint_score,
-                             pose.skeleton)
+            staged = _Staged(
+                outputs, stem, video, fps, which, min_score, min_keypoint_score, pose.skeleton
+            )
             for fb in iter_frames(input, batch_size, names):
                 images, size = pad_frames(fb.images, pose.device)
                 people, hit = _people(pose, detector, dets, fb, images, size, box_threshold,

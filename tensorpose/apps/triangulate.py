@@ -22,7 +22,7 @@ from ..io.openpose import BUNDLED_FPS, bundled_tracks
 from ..multiview import find_camera_folders, read_cameras, summarize, triangulate_cameras
 from ..viz import plot_reprojection_errors
 
-__all__ = ["output_names", "summary", "triangulate"]
+__all__ = ["output_names", "summary", "triangulate_folder"]
 
 
 def output_names(name: str) -> list[str]:
@@ -42,7 +42,7 @@ def _fps(tracks_dir: Path, fps: float | None) -> float:
     return float(fps)
 
 
-def triangulate(
+def triangulate_folder(
     tracks_dir: str | os.PathLike,
     calib_path: str | os.PathLike,
     out_dir: str | os.PathLike,

@@ -15,13 +15,12 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from ..io.coco import CocoKeypoints, PersonRecord, bundled_coco, load_coco_keypoints
-from ..io.video import ImageReadError, read_image
+from ..io.video import read_image
 from ..ops.affine import box_to_center_scale
 
 __all__ = ["TopDownDataset", "collate_topdown"]

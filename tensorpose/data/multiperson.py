@@ -42,10 +42,10 @@ from ..augment import (
     sample_params,
 )
 from ..io.coco import CocoKeypoints, PersonRecord, bundled_coco, load_coco_keypoints
+from ..io.video import read_image
 from ..ops.affine import crop_matrix, transform_points, warp_affine
 from ..ops.heatmap import centernet_targets
 from ..skeleton import Skeleton
-from ..io.video import read_image
 from .images import split_errors
 
 __all__ = [

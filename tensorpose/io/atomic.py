@@ -185,9 +185,7 @@ class _DeferSignals:
     def __enter__(self) -> None:
         self.mask = None
         if hasattr(signal, "pthread_sigmask"):
-            self.mask = signal.pthread_sigmask(
-                signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}
-            )
+            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
     def __exit__(self, *exc: object) -> None:
         if self.mask is not None:

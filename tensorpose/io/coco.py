@@ -44,7 +44,6 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
-    "load_detections",
     "CocoError",
     "CocoKeypoints",
     "PersonRecord",
@@ -53,6 +52,7 @@ __all__ = [
     "coco_results",
     "image_folder",
     "load_coco_keypoints",
+    "load_detections",
     "missing_images",
     "read_coco_json",
     "write_coco_results",

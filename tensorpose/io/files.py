@@ -30,7 +30,9 @@ def check_regular_file(
     if stat.S_ISDIR(st.st_mode):
         raise ValueError(f"{path}: is a folder, expected a {what}")
     if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{path}: not a regular file (a pipe, socket or device), expected a {what}")
+        raise ValueError(
+            f"{path}: not a regular file (a pipe, socket or device), expected a {what}"
+        )
     if st.st_size > max_bytes:
         raise ValueError(
             f"{path}: {st.st_size / 2**20:.0f} MiB, over the {max_bytes / 2**20:.0f} MiB limit "
@@ -39,7 +41,9 @@ def check_regular_file(
     return path
 
 
-def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: str = "file") -> bytes:
+def read_bytes(
+    path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: str = "file"
+) -> bytes:
     """The bytes of a regular file of at most ``max_bytes`` (see :func:`check_regular_file`)."""
     path = check_regular_file(path, max_bytes, what)
     with open(path, "rb") as f:

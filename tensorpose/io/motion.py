@@ -232,4 +232,3 @@ def write_npz(path: str | os.PathLike, arrays: dict, compressed: bool = False) -
         raise ValueError(f"npz arrays must be plain numbers or strings, {bad} are objects")
     (np.savez_compressed if compressed else np.savez)(path, **plain)
     return Path(path)
-

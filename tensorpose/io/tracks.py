@@ -115,7 +115,8 @@ class Tracks:
         return self.keypoints[:, :, COCO17_INDEX[self.layout]]
 
     def to_h36m17(self) -> torch.Tensor:
-        """``(T, P, 17, 3)`` in the order of ``tensorpose.skeleton.h36m17()`` (the lifter's input), see
+        """``(T, P, 17, 3)`` in the order of ``tensorpose.skeleton.h36m17()`` (the lifter's
+        input), see
         :func:`tensorpose.layouts.to_h36m17`."""
         return to_h36m17(self.keypoints, self.layout)
 

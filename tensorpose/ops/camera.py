@@ -18,8 +18,8 @@ import torch
 from ._checks import check_last_dims, check_tensor
 
 __all__ = [
-    "camera_to_opensim",
     "H36M_FOCAL",
+    "camera_to_opensim",
     "camera_to_world",
     "distort",
     "fit_to_rays",
@@ -467,4 +467,3 @@ def camera_to_opensim(joints: torch.Tensor) -> torch.Tensor:
     """Camera frame (x right, y down, z forward) -> Y-up frame (x right, y up, z towards the
     camera): a rotation by 180 degrees about x, ``(x, -y, -z)``. ``joints: (..., 3)``."""
     return joints * joints.new_tensor([1.0, -1.0, -1.0])
-

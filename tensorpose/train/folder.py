@@ -1,6 +1,6 @@
-"""Run folders: a fresh run never touches an existing run folder, a run name cannot leave
-``train.out_dir``, and the folder's lock (:class:`tensorpose.io.atomic.FolderLock`, the lock of every command's
-output folder) keeps a second process out of a folder in use.
+"""Run folders: a fresh run never touches an existing run folder, and a run name cannot leave
+``train.out_dir``. The folder's lock (:class:`tensorpose.io.atomic.FolderLock`, the lock of
+every command's output folder) keeps a second process out of a folder in use.
 """
 
 from __future__ import annotations

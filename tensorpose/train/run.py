@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ..config import Config, ConfigError, config_to_dict, save_config
+from ..io.atomic import FolderLock
 from ..tasks import Task, build_task, get_task, unwrap
 from ..utils import seed_everything
 from .checkpoint import (
@@ -26,7 +27,6 @@ from .checkpoint import (
     set_rng_state,
 )
 from .distributed import init_distributed, wrap_ddp
-from ..io.atomic import FolderLock
 from .folder import RunFolderError, check_run_name
 from .interrupt import SignalCatcher
 from .logging import RunLog

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.data.images import ImageReadError, TopDownDataset, collate_topdown, read_image
+from tensorpose.data.images import TopDownDataset, collate_topdown
 from tensorpose.io.coco import (
     CocoError,
     bundled_coco,
@@ -18,6 +18,7 @@ from tensorpose.io.coco import (
     missing_images,
     write_coco_results,
 )
+from tensorpose.io.video import ImageReadError, read_image
 
 
 def test_bundled_subset():

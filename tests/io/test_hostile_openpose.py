@@ -11,7 +11,8 @@ import json
 import numpy as np
 import torch
 
-from tensorpose.io.openpose import LAYOUTS, OpenPoseError, bundled_tracks, load_openpose
+from tensorpose.io.openpose import LAYOUTS, OpenPoseError, bundled_tracks
+from tensorpose.io.tracks import read_tracks
 
 SEED = 20240613
 DEEP = "[" * 5000 + "]" * 5000
@@ -193,7 +194,7 @@ def test_hostile_openpose(tmp_path, hostile):
         layout = "BODY_25B" if i % 7 == 6 and expect is None else None
 
         def call(f=folder, layout=layout):
-            return load_openpose(f, layout=layout)
+            return read_tracks(f, layout=layout)
 
         check = tracks_follow_the_rules(folder)
         run(f"case {i} ({label})", root, call, folder.name, check, expect)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.io.export import TRCError, read_trc, write_csv, write_trc
+from tensorpose.io.motion import TRCError, read_trc, write_csv, write_trc
 
 NAMES = ["nose", "l_hip", "r_knee"]
 

@@ -14,11 +14,11 @@ from tensorpose.io.openpose import (
     OpenPoseError,
     bundled_tracks,
     link_tracks,
-    load_openpose,
     openpose_folders,
     read_openpose_frames,
     write_openpose,
 )
+from tensorpose.io.tracks import read_tracks
 from tensorpose.skeleton import coco17
 
 
@@ -53,7 +53,7 @@ def test_bundled_tracks():
     assert [f.name for f in folders] == ["cam01_json", "cam02_json", "cam03_json", "cam04_json"]
     tracks_per_camera = []
     for folder in folders:
-        tr = load_openpose(folder)
+        tr = read_tracks(folder)
         assert tr.layout == "BODY_25B" and tr.num_frames == 100 and len(tr.files) == 100
         assert tr.keypoints.shape == (100, tr.num_tracks, 25, 3)
         assert tr.keypoints.dtype == torch.float64
@@ -70,7 +70,7 @@ def test_bundled_tracks():
 
 def test_low_confidence_joints_become_missing():
     folder = bundled_tracks()[2]
-    tr = load_openpose(folder)
+    tr = read_tracks(folder)
     raw = json.loads(tr.files[0].read_text())["people"][0]["pose_keypoints_2d"]
     raw = np.asarray(raw).reshape(-1, 3)
     low = (raw[:, 2] > 0) & (raw[:, 2] < 0.3)
@@ -81,7 +81,7 @@ def test_low_confidence_joints_become_missing():
         kp0[torch.from_numpy(raw[:, 2] >= 0.3)].numpy(), raw[raw[:, 2] >= 0.3]
     )
     assert torch.equal(tr.low_confidence[0, 0], torch.from_numpy(low))
-    kept = load_openpose(folder, min_confidence=0.0)
+    kept = read_tracks(folder, min_confidence=0.0)
     np.testing.assert_allclose(kept.keypoints[0, 0, torch.from_numpy(low)].numpy(), raw[low])
     # and the filters see them as missing: the smoothed value there is a prediction
     assert int(tr.low_confidence.sum()) > 100
@@ -170,17 +170,17 @@ def test_layout_detection(tmp_path):
     write_frames(
         tmp_path / "b25", [[reorder_as_body25(p).ravel().tolist() for p in d] for d in people]
     )
-    tr = load_openpose(tmp_path / "b25b")
+    tr = read_tracks(tmp_path / "b25b")
     assert tr.layout == "BODY_25B" and "fits BODY_25B" in tr.layout_reason
-    tr = load_openpose(tmp_path / "b25")
+    tr = read_tracks(tmp_path / "b25")
     assert tr.layout == "BODY_25" and "fits BODY_25" in tr.layout_reason
     assert read_openpose_frames(tmp_path / "b25")[2] == "BODY_25"
-    given = load_openpose(tmp_path / "b25", layout="BODY_25B")  # explicit wins
+    given = read_tracks(tmp_path / "b25", layout="BODY_25B")  # explicit wins
     assert given.layout == "BODY_25B" and given.layout_reason == "BODY_25B as given"
     # the joints of the reordered folder land where their names say
     torch.testing.assert_close(
         tr.keypoints[..., LAYOUTS["BODY_25"].index("l_knee"), :],
-        load_openpose(tmp_path / "b25b").keypoints[..., 13, :],
+        read_tracks(tmp_path / "b25b").keypoints[..., 13, :],
         equal_nan=True,
     )
     write_frames(tmp_path / "c18", [[person(body((50, 50), 18))]])
@@ -197,7 +197,7 @@ def test_layout_detection(tmp_path):
 def test_tracks_to_h36m17():
     from tensorpose.layouts import to_h36m17
 
-    tr = load_openpose(bundled_tracks()[2])
+    tr = read_tracks(bundled_tracks()[2])
     h = tr.to_h36m17()
     assert h.shape == (100, tr.num_tracks, 17, 3)
     torch.testing.assert_close(h, to_h36m17(tr.keypoints, "BODY_25B"), equal_nan=True)
@@ -206,12 +206,12 @@ def test_tracks_to_h36m17():
 # ----------------------------------------------------------------------------- bad input
 def test_empty_and_missing_folder(tmp_path):
     with pytest.raises(OpenPoseError, match=r"no OpenPose \.json files"):
-        load_openpose(tmp_path)
+        read_tracks(tmp_path)
     with pytest.raises(FileNotFoundError):
-        load_openpose(tmp_path / "nope")
+        read_tracks(tmp_path / "nope")
     (tmp_path / "a.json").write_text("{}")
     with pytest.raises(OpenPoseError, match=r"a\.json: is a file, expected a folder"):
-        load_openpose(tmp_path / "a.json")
+        read_tracks(tmp_path / "a.json")
 
 
 def test_non_files_named_like_frames_are_skipped(tmp_path):
@@ -219,12 +219,12 @@ def test_non_files_named_like_frames_are_skipped(tmp_path):
     (folder / "f0003.json").mkdir()  # a subfolder named like a frame
     (folder / "f0001.json").unlink()
     (folder / "f0001.json").mkdir()  # a frame replaced by a folder
-    tr = load_openpose(folder)
+    tr = read_tracks(folder)
     assert [f.name for f in tr.files] == ["f0000.json", "f0002.json"]
     only_dirs = tmp_path / "dirs"
     (only_dirs / "f0000.json").mkdir(parents=True)
     with pytest.raises(OpenPoseError, match=r"dirs: no OpenPose \.json files"):
-        load_openpose(only_dirs)
+        read_tracks(only_dirs)
 
 
 def test_openpose_folders(tmp_path):
@@ -246,13 +246,13 @@ def test_malformed_json_names_the_file(tmp_path):
     folder = write_frames(tmp_path / "cam", [[person(body((50, 50)))]] * 3)
     (folder / "f0001.json").write_text('{"version": 1.3, "people": [')
     with pytest.raises(OpenPoseError, match=r"f0001\.json.*malformed JSON.*line 1"):
-        load_openpose(folder)
+        read_tracks(folder)
     (folder / "f0001.json").write_text('{"version": 1.3}')
     with pytest.raises(OpenPoseError, match=r"f0001\.json.*people"):
-        load_openpose(folder)
+        read_tracks(folder)
     (folder / "f0001.json").write_text('{"people": [{"pose_keypoints_2d": [1, 2]}]}')
     with pytest.raises(OpenPoseError, match=r"f0001\.json.*multiple of 3"):
-        load_openpose(folder)
+        read_tracks(folder)
     bad = {
         "NaN": "a non-finite value",
         '"1"': "'1', not a number",
@@ -264,10 +264,10 @@ def test_malformed_json_names_the_file(tmp_path):
         doc = '{"people": [{"pose_keypoints_2d": [VALUE, 2, 0.5]}]}'
         (folder / "f0001.json").write_text(doc.replace("VALUE", value))
         with pytest.raises(OpenPoseError, match=rf"f0001\.json: people\[0\].*{message}"):
-            load_openpose(folder)
+            read_tracks(folder)
     (folder / "f0001.json").write_text("[" * 10000 + "]" * 10000)
     with pytest.raises(OpenPoseError, match=r"f0001\.json: malformed JSON: nested too deeply"):
-        load_openpose(folder)
+        read_tracks(folder)
 
 
 def test_different_joint_counts(tmp_path):
@@ -275,7 +275,7 @@ def test_different_joint_counts(tmp_path):
         tmp_path / "cam", [[person(body((50, 50), 25))], [person(body((50, 50), 18))]]
     )
     with pytest.raises(OpenPoseError, match=r"f0001\.json.*18 keypoints, expected 25"):
-        load_openpose(folder)
+        read_tracks(folder)
 
 
 def test_frames_without_people_and_empty_detections(tmp_path):
@@ -284,7 +284,7 @@ def test_frames_without_people_and_empty_detections(tmp_path):
     ghost[:] = np.nan  # a 'person' whose joints were all undetected (0, 0, 0)
     frames = [[person(body((50 + t, 50)))] if t != 2 else [] for t in range(5)]
     frames[4].append(person(ghost))
-    tr = load_openpose(write_frames(tmp_path / "cam", frames))
+    tr = read_tracks(write_frames(tmp_path / "cam", frames))
     assert tr.people_per_frame == [1, 1, 0, 1, 1] and tr.ignored_people == 1
     assert tr.num_tracks == 1  # the empty detection makes no track
     assert torch.isnan(tr.keypoints[2]).all()
@@ -293,8 +293,8 @@ def test_frames_without_people_and_empty_detections(tmp_path):
     xy = kalman_smoother(tr.keypoints[..., :2].permute(1, 2, 0, 3))
     assert not torch.isnan(xy[0]).any()  # frame 2 predicted
     with pytest.raises(OpenPoseError, match="no person"):
-        load_openpose(write_frames(tmp_path / "none", [[], []]))
-    assert load_openpose(tmp_path / "none", layout="COCO_18").keypoints.shape == (2, 0, 18, 3)
+        read_tracks(write_frames(tmp_path / "none", [[], []]))
+    assert read_tracks(tmp_path / "none", layout="COCO_18").keypoints.shape == (2, 0, 18, 3)
 
 
 def test_empty_detections_never_become_tracks(tmp_path):
@@ -309,7 +309,7 @@ def test_empty_detections_never_become_tracks(tmp_path):
             g = np.column_stack([rng.uniform(0, 900, (K, 2)), np.zeros(K)])
             people.append(g.ravel().tolist())
         frames.append(people)
-    tr = load_openpose(write_frames(tmp_path / "cam", frames), layout="BODY_25")
+    tr = read_tracks(write_frames(tmp_path / "cam", frames), layout="BODY_25")
     assert tr.num_tracks == 1 and tr.ignored_people == T * ghosts
     assert tr.people_per_frame == [1] * T
     arrays = [np.asarray(p, float).reshape(len(p), K, 3) for p in frames]
@@ -324,29 +324,29 @@ def test_points_at_origin_are_missing(tmp_path):
         kp = np.asarray(person(a[t]), float).reshape(K, 3)
         kp[:4, :2] = 0.0  # OpenPose's "not found" written with a nonzero confidence
         frames.append([kp.ravel().tolist()])
-    tr = load_openpose(write_frames(tmp_path / "cam", frames))
+    tr = read_tracks(write_frames(tmp_path / "cam", frames))
     assert tr.num_tracks == 1
     assert torch.isnan(tr.keypoints[:, 0, :4]).all() and torch.isnan(tr.raw[:, 0, :4]).all()
     assert not torch.isnan(tr.keypoints[:, 0, 4:]).any()
     assert not tr.low_confidence[:, 0, :4].any()
     # a person found only at (0, 0) is an empty detection
     frames[3].append([0.0, 0.0, 0.7] * K)
-    tr = load_openpose(write_frames(tmp_path / "cam2", frames))
+    tr = read_tracks(write_frames(tmp_path / "cam2", frames))
     assert tr.num_tracks == 1 and tr.ignored_people == 1
 
 
 def test_natural_frame_order(tmp_path):
     frames = [[person(body((10 * t, 0)))] for t in range(12)]
     folder = write_frames(tmp_path / "cam", frames, name="video_{}_keypoints.json")
-    tr = load_openpose(folder)
+    tr = read_tracks(folder)
     assert [f.name for f in tr.files][:3] == [f"video_{i}_keypoints.json" for i in range(3)]
     assert (tr.keypoints[:, 0, 0, 0].diff() > 0).all()
 
 
 def test_write_read_round_trip(tmp_path):
-    tr = load_openpose(bundled_tracks()[1])
+    tr = read_tracks(bundled_tracks()[1])
     write_openpose(tr.keypoints, tmp_path / "out", [f.name for f in tr.files])
-    back = load_openpose(tmp_path / "out")
+    back = read_tracks(tmp_path / "out")
     assert back.keypoints.shape == tr.keypoints.shape
     torch.testing.assert_close(back.keypoints, tr.keypoints, atol=1e-4, rtol=0, equal_nan=True)
     with pytest.raises(ValueError, match="names"):
@@ -365,7 +365,7 @@ def test_cli_smooth(tmp_path, capsys, method):
     assert "jitter" in text and "lag" in text and "confidence < 0.3" in text
     files = sorted(out.glob("*.json"))
     assert len(files) == 100 and files[0].name == "cam04.0000.json"
-    raw, smoothed = load_openpose(src), load_openpose(out, min_confidence=0.0)
+    raw, smoothed = read_tracks(src), read_tracks(out, min_confidence=0.0)
     assert smoothed.keypoints.shape == raw.keypoints.shape
     # confident joints keep their confidence; coordinates move by a few pixels (One-Euro lags
     # ~2 frames at these settings)
@@ -390,15 +390,15 @@ def test_cli_smooth_errors(tmp_path, capsys):
 
 def test_progress_bar_only_for_long_folders_when_asked(tmp_path, capsys):
     """``progress=True`` shows a reading bar (stderr) for folders of >= 300 files only."""
-    tracks = load_openpose(bundled_tracks()[0])
+    tracks = read_tracks(bundled_tracks()[0])
     raw = tracks.raw.nan_to_num(0.0)
     long = raw.repeat(3, 1, 1, 1)  # 300 frames
     write_openpose(long, tmp_path / "long", [f"f{t:04d}.json" for t in range(300)])
     write_openpose(raw, tmp_path / "short", [f"f{t:04d}.json" for t in range(len(raw))])
     capsys.readouterr()
-    a = load_openpose(tmp_path / "long", progress=True)
+    a = read_tracks(tmp_path / "long", progress=True)
     assert "reading long" in capsys.readouterr().err
-    b = load_openpose(tmp_path / "long")
-    load_openpose(tmp_path / "short", progress=True)
+    b = read_tracks(tmp_path / "long")
+    read_tracks(tmp_path / "short", progress=True)
     assert capsys.readouterr().err == ""
     assert torch.equal(a.raw.nan_to_num(-1.0), b.raw.nan_to_num(-1.0))

@@ -17,14 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tensorpose.apps.demo import demo
 from tensorpose.cli import main
 from tensorpose.config import load_config
-from tensorpose.runs import demo
+from tensorpose.io.atomic import LOCK_NAME, FolderInUseError, FolderLock
 from tensorpose.tasks import unwrap
 from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import load_checkpoint
-from tensorpose.io.atomic import LOCK_NAME, FolderInUseError, FolderLock
-from tensorpose.train.folder import RunFolderError
 from tensorpose.train.interrupt import SIGNAL_AFTER_STEP_ENV
 from tensorpose.train.trainer import train
 
