@@ -45,6 +45,7 @@ from .augment import AugmentConfig, CpuAugment, DeviceAugment, sample_params
 from .data.images import TopDownDataset, collate_topdown
 from .io.coco import PersonRecord
 from .skeleton import Skeleton
+from .tasks import require_capability
 
 __all__ = [
     "MAIN_STAGES",
@@ -453,22 +454,21 @@ def profile_config(
     sample: int = 64,
     model_step: float | None = None,
 ) -> DataProfile:
-    """:func:`profile_pipeline` for a top-down 2D run configuration (``task`` ``heatmap`` or
-    ``deeppose``): its COCO file, crop size, augmentation ranges, backend, batch size,
-    configured workers, image cache, and the task's targets (gaussian heatmaps at stride 4 for
-    ``heatmap``, normalised coordinates for ``deeppose``).
+    """:func:`profile_pipeline` for a top-down 2D run configuration (a task with the
+    ``profile_data`` capability: ``heatmap`` or ``deeppose``): its COCO file, crop size,
+    augmentation ranges, backend, batch size, configured workers, image cache, and the task's
+    targets (``Task.profile_targets``: gaussian heatmaps at stride 4 for ``heatmap``,
+    normalised coordinates for ``deeppose``).
 
     Args:
         cfg: the run configuration (``cfg.task``, ``cfg.data``, ``cfg.model``, ``cfg.train``).
         workers, batches, sample, model_step: see :func:`profile_pipeline`.
     """
-
     from .io.coco import bundled_coco, load_coco_keypoints
     from .skeleton import get_skeleton
 
     d, m, t = cfg.data, cfg.model, cfg.train
-    if cfg.task not in ("heatmap", "deeppose"):
-        raise ValueError(f"profile_config needs a heatmap or deeppose config, got {cfg.task!r}")
+    task = require_capability(cfg.task, "profile_data", "profile_config")
     H, W = (int(v) for v in d.input_size)
     augment = AugmentConfig(output_size=(H, W), **d.ranges())
     coco = load_coco_keypoints(d.annotations or bundled_coco(), min_keypoints=d.min_keypoints,
@@ -477,18 +477,7 @@ def profile_config(
     device = torch.device("cuda" if dev == "auto" and torch.cuda.is_available() else
                           ("cpu" if dev == "auto" else dev))  # fmt: skip
     backend = d.backend if d.backend != "auto" else ("device" if device.type == "cuda" else "cpu")
-    if cfg.task == "heatmap":
-        from .ops.heatmap import gaussian_heatmaps
-
-        def targets(b: dict) -> object:
-            return gaussian_heatmaps(b["keypoints"], b["visibility"], (H // 4, W // 4), m.sigma,
-                                     4.0)  # fmt: skip
-    else:
-        from .models.deeppose import normalize_coords
-
-        def targets(b: dict) -> object:
-            return normalize_coords(b["keypoints"], (H, W))
-
+    targets = task.profile_targets(cfg)
     return profile_pipeline(
         coco.records, augment, get_skeleton(m.skeleton), batch_size=t.batch_size,
         workers=workers, configured_workers=d.workers, batches=batches, sample=sample,
