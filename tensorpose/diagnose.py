@@ -45,6 +45,7 @@ from .augment import AugmentConfig, CpuAugment, DeviceAugment, sample_params
 from .data.images import TopDownDataset, collate_topdown
 from .io.coco import PersonRecord
 from .skeleton import Skeleton
+from .tasks import require_capability
 
 __all__ = [
     "MAIN_STAGES",
@@ -93,32 +94,8 @@ class Verdict:
     message: str
 
 
-def diagnose(
-    stages: dict[str, float],
-    workers: int,
-    model_step: float | None = None,
-    cpu_count: int | None = None,
-    device_type: str = "cpu",
-    pinned: bool = False,
-    measured: dict[int, float] | None = None,
-) -> Verdict:
-    """The verdict from per-batch stage times (seconds; missing stages count 0).
-
-    Args:
-        stages: seconds per batch of the :data:`STAGES` (``augment_cpu`` runs in the workers,
-            ``augment_device`` on the device after the copy).
-        workers: DataLoader workers of the configuration being judged.
-        model_step: forward + backward + optimiser seconds per batch, if known; ``None``: the
-            input pipeline alone is judged (its slowest stage is the bottleneck).
-        cpu_count: cores available to workers (default ``os.cpu_count()``).
-        device_type: ``"cpu"`` or ``"cuda"`` (which fixes make sense).
-        pinned: whether host batches are already in pinned memory.
-        measured: seconds per batch of real DataLoaders by worker count, if measured: more
-            workers are only suggested when they were not measured slower.
-
-    Returns:
-        :class:`Verdict`.
-    """
+def _check_stages(stages: dict[str, float], workers: int) -> None:
+    """The argument checks of :func:`diagnose`."""
     unknown = set(stages) - set(STAGES)
     if unknown:
         raise ValueError(f"stages has unknown names {sorted(unknown)}; expected {STAGES}")
@@ -126,34 +103,10 @@ def diagnose(
         raise ValueError(f"stage times must be >= 0 seconds, got {stages}")
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
-    s = {k: float(stages.get(k, 0.0)) for k in STAGES}
-    w = max(workers, 1)
-    cores = cpu_count or os.cpu_count() or 1
-    contrib = {k: s[k] / w for k in WORKER_STAGES}
-    contrib.update({k: s[k] for k in MAIN_STAGES})
-    loader = sum(s[k] for k in WORKER_STAGES) / w + s["transfer"]
-    main = s["h2d"] + s["augment_device"] + s["targets"]
-    model = float(model_step) if model_step else 0.0
-    wait = loader if workers == 0 else max(0.0, loader - model)
-    step = model + main + wait
-    share = (wait + main) / step if step > 0 else 0.0
-    data_s = wait + main
-    if model_step and share < DATA_BOUND_SHARE:
-        return Verdict(
-            "device-bound", "model", share, data_s, step,
-            f"device-bound: the input pipeline is {100 * share:.0f}% of a {1e3 * step:.1f} ms "
-            f"step (model {1e3 * model:.1f} ms): the model's compute dominates; more workers "
-            "will not help. Speed up the model (AMP, channels_last, torch.compile) or raise the "
-            "batch size.",
-        )  # fmt: skip
-    top = max(contrib, key=contrib.get)
-    kind = _KIND[top]
-    pct = 100 * contrib[top] / max(sum(contrib.values()), 1e-12)
-    where = (
-        f"the input pipeline is {100 * share:.0f}% of a {1e3 * step:.1f} ms step"
-        if model_step
-        else f"input pipeline alone (no model step given): {1e3 * (loader + main):.1f} ms/batch"
-    )
+
+
+def _more_workers(workers: int, cores: int, measured: dict[int, float] | None) -> str:
+    """The advice about worker count that the worker-side fixes end with."""
     more = (
         f"raise workers from {workers} to {cores} (cores available)"
         if workers < cores
@@ -164,7 +117,19 @@ def diagnose(
         if more_w and min(more_w.values()) >= measured.get(workers, float("inf")):
             rows = ", ".join(f"{w}: {1e3 * t:.0f} ms" for w, t in sorted(measured.items()))
             more = f"more workers measured slower here ({rows} per batch: too few free cores)"
-    fix = {
+    return more
+
+
+def _fix(
+    top: str,
+    more: str,
+    workers: int,
+    device_type: str,
+    pinned: bool,
+    measured: dict[int, float] | None,
+) -> str:
+    """The suggested fix when stage ``top`` is the bottleneck (``more``: :func:`_more_workers`)."""
+    return {
         "read": f"reading files is the slowest stage: cache decoded images in memory "
         f"(data.cache_images), move the data to local SSD/page cache, {more}",
         "decode": f"JPEG decoding is the slowest stage: decode on the GPU (nvJPEG, e.g. DALI) "
@@ -200,6 +165,65 @@ def diagnose(
             else "copy uint8 (not float) batches and overlap the copy with the step"
         ),
     }[top]
+
+
+def diagnose(
+    stages: dict[str, float],
+    workers: int,
+    model_step: float | None = None,
+    cpu_count: int | None = None,
+    device_type: str = "cpu",
+    pinned: bool = False,
+    measured: dict[int, float] | None = None,
+) -> Verdict:
+    """The verdict from per-batch stage times (seconds; missing stages count 0).
+
+    Args:
+        stages: seconds per batch of the :data:`STAGES` (``augment_cpu`` runs in the workers,
+            ``augment_device`` on the device after the copy).
+        workers: DataLoader workers of the configuration being judged.
+        model_step: forward + backward + optimiser seconds per batch, if known; ``None``: the
+            input pipeline alone is judged (its slowest stage is the bottleneck).
+        cpu_count: cores available to workers (default ``os.cpu_count()``).
+        device_type: ``"cpu"`` or ``"cuda"`` (which fixes make sense).
+        pinned: whether host batches are already in pinned memory.
+        measured: seconds per batch of real DataLoaders by worker count, if measured: more
+            workers are only suggested when they were not measured slower.
+
+    Returns:
+        :class:`Verdict`.
+    """
+    _check_stages(stages, workers)
+    s = {k: float(stages.get(k, 0.0)) for k in STAGES}
+    w = max(workers, 1)
+    cores = cpu_count or os.cpu_count() or 1
+    contrib = {k: s[k] / w for k in WORKER_STAGES}
+    contrib.update({k: s[k] for k in MAIN_STAGES})
+    loader = sum(s[k] for k in WORKER_STAGES) / w + s["transfer"]
+    main = s["h2d"] + s["augment_device"] + s["targets"]
+    model = float(model_step) if model_step else 0.0
+    wait = loader if workers == 0 else max(0.0, loader - model)
+    step = model + main + wait
+    share = (wait + main) / step if step > 0 else 0.0
+    data_s = wait + main
+    if model_step and share < DATA_BOUND_SHARE:
+        return Verdict(
+            "device-bound", "model", share, data_s, step,
+            f"device-bound: the input pipeline is {100 * share:.0f}% of a {1e3 * step:.1f} ms "
+            f"step (model {1e3 * model:.1f} ms): the model's compute dominates; more workers "
+            "will not help. Speed up the model (AMP, channels_last, torch.compile) or raise the "
+            "batch size.",
+        )  # fmt: skip
+    top = max(contrib, key=contrib.get)
+    kind = _KIND[top]
+    pct = 100 * contrib[top] / max(sum(contrib.values()), 1e-12)
+    where = (
+        f"the input pipeline is {100 * share:.0f}% of a {1e3 * step:.1f} ms step"
+        if model_step
+        else f"input pipeline alone (no model step given): {1e3 * (loader + main):.1f} ms/batch"
+    )
+    fix = _fix(top, _more_workers(workers, cores, measured), workers, device_type, pinned,
+               measured)  # fmt: skip
     message = f"{kind}: {where}; {top} is {pct:.0f}% of the input pipeline. Fix: {fix}."
     return Verdict(kind, top, share, data_s, step, message)
 
@@ -265,6 +289,165 @@ def _median_time(fn: Callable[[], object], repeats: int, device: torch.device) -
     return statistics.median(out)
 
 
+def _check_pipeline_args(
+    records: Sequence[PersonRecord], backend: str, batch_size: int, batches: int, sample: int
+) -> None:
+    """The argument checks of :func:`profile_pipeline`."""
+    if backend not in ("cpu", "device"):
+        raise ValueError(f"backend must be 'cpu' or 'device', got {backend!r}")
+    if not records:
+        raise ValueError("records is empty: nothing to profile")
+    if batch_size < 1 or batches < 1 or sample < 1:
+        raise ValueError(f"batch_size, batches, sample must be >= 1, got "
+                         f"{batch_size}, {batches}, {sample}")  # fmt: skip
+
+
+def _time_read_decode(recs: Sequence[PersonRecord], per: float, stages: dict[str, float]) -> None:
+    """``read`` and ``decode`` seconds per batch, from one pass over ``recs`` (the loop over
+    samples is the measurement, not a hot path)."""
+    t0 = time.perf_counter()
+    blobs = [np.fromfile(r.file, dtype=np.uint8) for r in recs]
+    stages["read"] = (time.perf_counter() - t0) * per
+    t0 = time.perf_counter()
+    for b in blobs:
+        img = cv2.imdecode(b, cv2.IMREAD_COLOR)
+        cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    stages["decode"] = (time.perf_counter() - t0) * per
+
+
+def _time_batch_stages(
+    items: list,
+    augment: AugmentConfig,
+    skeleton: Skeleton,
+    backend: str,
+    targets: Callable[[dict], object] | None,
+    device: torch.device,
+    pinned: bool,
+    seed: int,
+    stages: dict[str, float],
+    notes: list[str],
+) -> None:
+    """The stages of one batch of decoded ``items``, each the median of 3 runs: ``augment_cpu``
+    or ``collate`` (by ``backend``), ``h2d``, ``augment_device``, ``targets``."""
+    g = torch.Generator().manual_seed(seed)
+    reps = 3
+    batch_size = len(items)
+    if backend == "cpu":
+        aug = CpuAugment(augment, skeleton, seed)
+        params = sample_params(augment, batch_size, g)
+        stages["augment_cpu"] = _median_time(lambda: aug.apply(items, params), reps, device)
+        host = aug.apply(items, params)
+    else:
+        stages["collate"] = _median_time(lambda: collate_topdown(items), reps, device)
+        host = collate_topdown(items)
+    tensors = {k: v for k, v in host.items() if torch.is_tensor(v)}
+    if device.type == "cuda":
+        if pinned:
+            tensors = {k: v.pin_memory() for k, v in tensors.items()}
+        stages["h2d"] = _median_time(
+            lambda: {k: v.to(device, non_blocking=True) for k, v in tensors.items()}, reps, device
+        )
+    else:
+        notes.append("h2d is 0 on a CPU device (no copy)")
+    batch = {k: v.to(device) for k, v in tensors.items()}
+    if backend == "device":
+        dev_aug = DeviceAugment(augment, skeleton)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        stages["augment_device"] = _median_time(lambda: dev_aug(dict(batch), gen), reps, device)
+        batch = dev_aug(dict(batch), gen)
+    else:
+        batch["keypoints"] = batch["keypoints"].float()
+    if targets is not None:
+        stages["targets"] = _median_time(lambda: targets(batch), reps, device)
+
+
+def _loader_row(
+    recs: Sequence[PersonRecord],
+    augment: AugmentConfig,
+    skeleton: Skeleton,
+    w: int,
+    *,
+    batch_size: int,
+    batches: int,
+    backend: str,
+    pinned: bool,
+    padding: float,
+    cache_images: bool,
+    seed: int,
+    worker_sum: float,
+) -> dict:
+    """A real DataLoader with ``w`` workers, end to end (its first batch, or with the cache its
+    first epoch, untimed): ``{"workers", "s_per_batch", "samples_per_s", "transfer_s"}``, the
+    transfer being what a batch costs beyond the workers' share of ``worker_sum``."""
+    H, W = augment.output_size
+    loader_ds = TopDownDataset(recs, W / H, padding, cache_images=cache_images)
+    collate = CpuAugment(augment, skeleton, seed) if backend == "cpu" else collate_topdown
+    loader = DataLoader(loader_ds, batch_size, shuffle=True, num_workers=w,
+                        collate_fn=collate, pin_memory=pinned, drop_last=False,
+                        persistent_workers=cache_images and w > 0,
+                        generator=torch.Generator().manual_seed(seed))  # fmt: skip
+    if cache_images:
+        for _ in loader:  # one epoch fills every worker's cache
+            pass
+    it = iter(loader)
+    n_done = 0
+    next(it)
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        b = next(it, None)
+        if b is None:
+            it = iter(loader)
+            b = next(it)
+        n_done += b["images"].shape[0]
+    s_batch = (time.perf_counter() - t0) / batches
+    del it
+    transfer = max(0.0, s_batch - worker_sum / w) if w > 0 else 0.0
+    return {"workers": int(w), "s_per_batch": s_batch,
+            "samples_per_s": n_done / max(s_batch * batches, 1e-12),
+            "transfer_s": transfer}  # fmt: skip
+
+
+def _loader_rows(
+    recs: Sequence[PersonRecord],
+    augment: AugmentConfig,
+    skeleton: Skeleton,
+    workers: Sequence[int],
+    batch_size: int,
+    batches: int,
+    backend: str,
+    pinned: bool,
+    padding: float,
+    cache_images: bool,
+    seed: int,
+    stages: dict[str, float],
+) -> list[dict]:
+    """:func:`_loader_row` of each worker count, against the worker stages of ``stages``."""
+    worker_sum = sum(stages[k] for k in WORKER_STAGES)
+    return [
+        _loader_row(
+            recs, augment, skeleton, w, batch_size=batch_size, batches=batches, backend=backend,
+            pinned=pinned, padding=padding, cache_images=cache_images, seed=seed,
+            worker_sum=worker_sum,
+        )
+        for w in workers
+    ]  # fmt: skip
+
+
+def _judged_workers(
+    rows: list[dict], configured_workers: int | None, stages: dict[str, float], notes: list[str]
+) -> int:
+    """The worker count to judge (``configured_workers``, default the fastest measured); sets
+    ``stages["transfer"]`` from its loader row (0 when it was not measured)."""
+    if configured_workers is None:
+        best = min(rows, key=lambda r: r["s_per_batch"]) if rows else {"workers": 0}
+        configured_workers = best["workers"]
+    judged = [r for r in rows if r["workers"] == configured_workers]
+    stages["transfer"] = judged[0]["transfer_s"] if judged else 0.0
+    if not judged and configured_workers > 0:
+        notes.append(f"workers {configured_workers} not measured: transfer counted as 0")
+    return configured_workers
+
+
 def profile_pipeline(
     records: Sequence[PersonRecord],
     augment: AugmentConfig,
@@ -310,63 +493,20 @@ def profile_pipeline(
     Returns:
         :class:`DataProfile` (``.table()`` prints it).
     """
-    if backend not in ("cpu", "device"):
-        raise ValueError(f"backend must be 'cpu' or 'device', got {backend!r}")
-    if not records:
-        raise ValueError("records is empty: nothing to profile")
-    if batch_size < 1 or batches < 1 or sample < 1:
-        raise ValueError(f"batch_size, batches, sample must be >= 1, got "
-                         f"{batch_size}, {batches}, {sample}")  # fmt: skip
+    _check_pipeline_args(records, backend, batch_size, batches, sample)
     device = torch.device(device)
     H, W = augment.output_size
     recs = [records[i % len(records)] for i in range(max(sample, batch_size))]
     per = batch_size / len(recs)  # sample seconds -> seconds per batch
     stages = dict.fromkeys(STAGES, 0.0)
-    notes = []
+    notes: list[str] = []
 
-    # read + decode, per sample (the loop is the measurement, not a hot path)
-    t0 = time.perf_counter()
-    blobs = [np.fromfile(r.file, dtype=np.uint8) for r in recs]
-    stages["read"] = (time.perf_counter() - t0) * per
-    t0 = time.perf_counter()
-    for b in blobs:
-        img = cv2.imdecode(b, cv2.IMREAD_COLOR)
-        cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-    stages["decode"] = (time.perf_counter() - t0) * per
-
+    _time_read_decode(recs, per, stages)
     ds = TopDownDataset(recs, W / H, padding, cache_images=True)
     items = [ds[i] for i in range(batch_size)]
-    g = torch.Generator().manual_seed(seed)
-    reps = 3
-    if backend == "cpu":
-        aug = CpuAugment(augment, skeleton, seed)
-        params = sample_params(augment, batch_size, g)
-        stages["augment_cpu"] = _median_time(lambda: aug.apply(items, params), reps, device)
-        host = aug.apply(items, params)
-    else:
-        stages["collate"] = _median_time(lambda: collate_topdown(items), reps, device)
-        host = collate_topdown(items)
-    tensors = {k: v for k, v in host.items() if torch.is_tensor(v)}
     pinned = pin_memory and device.type == "cuda"
-    if device.type == "cuda":
-        if pinned:
-            tensors = {k: v.pin_memory() for k, v in tensors.items()}
-        stages["h2d"] = _median_time(
-            lambda: {k: v.to(device, non_blocking=True) for k, v in tensors.items()}, reps, device
-        )
-    else:
-        notes.append("h2d is 0 on a CPU device (no copy)")
-    batch = {k: v.to(device) for k, v in tensors.items()}
-    if backend == "device":
-        dev_aug = DeviceAugment(augment, skeleton)
-        gen = torch.Generator(device=device).manual_seed(seed)
-        stages["augment_device"] = _median_time(lambda: dev_aug(dict(batch), gen), reps, device)
-        batch = dev_aug(dict(batch), gen)
-    else:
-        batch["keypoints"] = batch["keypoints"].float()
-    if targets is not None:
-        stages["targets"] = _median_time(lambda: targets(batch), reps, device)
-
+    _time_batch_stages(items, augment, skeleton, backend, targets, device, pinned, seed, stages,
+                       notes)  # fmt: skip
     if cache_images:
         notes.append(
             f"cache_images: read {1e3 * stages['read']:.2f} + decode {1e3 * stages['decode']:.2f}"
@@ -374,42 +514,9 @@ def profile_pipeline(
         )
         stages["read"] = stages["decode"] = 0.0
 
-    # real DataLoaders, end to end (first batch, or with the cache the first epoch, untimed)
-    worker_sum = sum(stages[k] for k in WORKER_STAGES)
-    rows = []
-    for w in workers:
-        loader_ds = TopDownDataset(recs, W / H, padding, cache_images=cache_images)
-        collate = CpuAugment(augment, skeleton, seed) if backend == "cpu" else collate_topdown
-        loader = DataLoader(loader_ds, batch_size, shuffle=True, num_workers=w,
-                            collate_fn=collate, pin_memory=pinned, drop_last=False,
-                            persistent_workers=cache_images and w > 0,
-                            generator=torch.Generator().manual_seed(seed))  # fmt: skip
-        if cache_images:
-            for _ in loader:  # one epoch fills every worker's cache
-                pass
-        it = iter(loader)
-        n_done = 0
-        next(it)
-        t0 = time.perf_counter()
-        for _ in range(batches):
-            b = next(it, None)
-            if b is None:
-                it = iter(loader)
-                b = next(it)
-            n_done += b["images"].shape[0]
-        s_batch = (time.perf_counter() - t0) / batches
-        del it
-        transfer = max(0.0, s_batch - worker_sum / w) if w > 0 else 0.0
-        rows.append({"workers": int(w), "s_per_batch": s_batch,
-                     "samples_per_s": n_done / max(s_batch * batches, 1e-12),
-                     "transfer_s": transfer})  # fmt: skip
-    if configured_workers is None:
-        best = min(rows, key=lambda r: r["s_per_batch"]) if rows else {"workers": 0}
-        configured_workers = best["workers"]
-    judged = [r for r in rows if r["workers"] == configured_workers]
-    stages["transfer"] = judged[0]["transfer_s"] if judged else 0.0
-    if not judged and configured_workers > 0:
-        notes.append(f"workers {configured_workers} not measured: transfer counted as 0")
+    rows = _loader_rows(recs, augment, skeleton, workers, batch_size, batches, backend, pinned,
+                        padding, cache_images, seed, stages)  # fmt: skip
+    configured_workers = _judged_workers(rows, configured_workers, stages, notes)
     measured = {r["workers"]: r["s_per_batch"] for r in rows}
     verdict = diagnose(stages, configured_workers, model_step, None, device.type, pinned, measured)
     return DataProfile(batch_size, stages, rows, configured_workers, model_step, str(device),
@@ -453,22 +560,21 @@ def profile_config(
     sample: int = 64,
     model_step: float | None = None,
 ) -> DataProfile:
-    """:func:`profile_pipeline` for a top-down 2D run configuration (``task`` ``heatmap`` or
-    ``deeppose``): its COCO file, crop size, augmentation ranges, backend, batch size,
-    configured workers, image cache, and the task's targets (gaussian heatmaps at stride 4 for
-    ``heatmap``, normalised coordinates for ``deeppose``).
+    """:func:`profile_pipeline` for a top-down 2D run configuration (a task with the
+    ``profile_data`` capability: ``heatmap`` or ``deeppose``): its COCO file, crop size,
+    augmentation ranges, backend, batch size, configured workers, image cache, and the task's
+    targets (``Task.profile_targets``: gaussian heatmaps at stride 4 for ``heatmap``,
+    normalised coordinates for ``deeppose``).
 
     Args:
         cfg: the run configuration (``cfg.task``, ``cfg.data``, ``cfg.model``, ``cfg.train``).
         workers, batches, sample, model_step: see :func:`profile_pipeline`.
     """
-
     from .io.coco import bundled_coco, load_coco_keypoints
     from .skeleton import get_skeleton
 
     d, m, t = cfg.data, cfg.model, cfg.train
-    if cfg.task not in ("heatmap", "deeppose"):
-        raise ValueError(f"profile_config needs a heatmap or deeppose config, got {cfg.task!r}")
+    task = require_capability(cfg.task, "profile_data", "profile_config")
     H, W = (int(v) for v in d.input_size)
     augment = AugmentConfig(output_size=(H, W), **d.ranges())
     coco = load_coco_keypoints(d.annotations or bundled_coco(), min_keypoints=d.min_keypoints,
@@ -477,18 +583,7 @@ def profile_config(
     device = torch.device("cuda" if dev == "auto" and torch.cuda.is_available() else
                           ("cpu" if dev == "auto" else dev))  # fmt: skip
     backend = d.backend if d.backend != "auto" else ("device" if device.type == "cuda" else "cpu")
-    if cfg.task == "heatmap":
-        from .ops.heatmap import gaussian_heatmaps
-
-        def targets(b: dict) -> object:
-            return gaussian_heatmaps(b["keypoints"], b["visibility"], (H // 4, W // 4), m.sigma,
-                                     4.0)  # fmt: skip
-    else:
-        from .models.deeppose import normalize_coords
-
-        def targets(b: dict) -> object:
-            return normalize_coords(b["keypoints"], (H, W))
-
+    targets = task.profile_targets(cfg)
     return profile_pipeline(
         coco.records, augment, get_skeleton(m.skeleton), batch_size=t.batch_size,
         workers=workers, configured_workers=d.workers, batches=batches, sample=sample,

@@ -232,3 +232,21 @@ def test_eval_mode_restores_each_submodule():
     with eval_mode(model):
         assert not any(m.training for m in model.modules())
     assert [m.training for m in model.modules()] == [True, True, False, True]
+
+
+def test_capabilities_match_what_the_commands_support():
+    from tensorpose.export import TASK_DECODINGS
+    from tensorpose.predict import KINDS
+    from tensorpose.tasks import CAPABILITIES, require_capability, tasks_with
+
+    for name in task_names():
+        assert get_task(name).capabilities <= CAPABILITIES
+    assert set(tasks_with("predict")) == set(KINDS)
+    assert set(tasks_with("export")) == set(TASK_DECODINGS)
+    assert tasks_with("lift") == ["lift"]
+    assert tasks_with("profile_data") == ["heatmap", "deeppose"]
+    assert require_capability("heatmap", "profile_data", "x") is get_task("heatmap")
+    with pytest.raises(ValueError, match=r"^x: lift needs a lift checkpoint, got 'heatmap'$"):
+        require_capability("heatmap", "lift", "x: lift", "checkpoint")
+    with pytest.raises(ValueError, match="capability must be one of"):
+        require_capability("lift", "train", "x")

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Field, Task, check_batch, eval_mode, unwrap
-from .registry import UnknownTaskError, get_task, register_task, task_names
+from .base import CAPABILITIES, Field, Task, check_batch, eval_mode, unwrap
+from .registry import (
+    UnknownTaskError,
+    get_task,
+    register_task,
+    require_capability,
+    task_names,
+    tasks_with,
+)
 
 if TYPE_CHECKING:
     from torch import nn
@@ -18,6 +25,7 @@ if TYPE_CHECKING:
     from ..config import Config
 
 __all__ = [
+    "CAPABILITIES",
     "Field",
     "Task",
     "UnknownTaskError",
@@ -27,7 +35,9 @@ __all__ = [
     "eval_mode",
     "get_task",
     "register_task",
+    "require_capability",
     "task_names",
+    "tasks_with",
     "unwrap",
 ]
 

@@ -14,13 +14,16 @@ A task is an ``nn.Module`` holding ``model`` (the trainer may wrap it in DDP or
 - :meth:`Task.evaluate`: validation metrics as floats (read back once per validation), with
   ``best_metric`` naming the one that selects ``best.pt`` and whether lower or higher is better;
 - :meth:`Task.predict`: predictions in eval mode (the previous train/eval mode is restored);
-- :meth:`Task.write_pictures`, :meth:`Task.report`: pictures and a printed summary.
+- :meth:`Task.write_pictures`, :meth:`Task.report`: pictures and a printed summary;
+- ``capabilities``: what the task's configs and checkpoints serve beyond training and
+  evaluation (:data:`CAPABILITIES`); commands check them with
+  :func:`tensorpose.tasks.require_capability`, never by task name.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,7 +34,13 @@ from torch import nn
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["Field", "Task", "check_batch", "eval_mode", "unwrap"]
+__all__ = ["CAPABILITIES", "Field", "Task", "check_batch", "eval_mode", "unwrap"]
+
+CAPABILITIES = frozenset({"lift", "predict", "export", "profile_data"})
+"""What a task may declare in ``Task.capabilities``: ``lift`` (its checkpoints lift 2D to 3D,
+``tensorpose lift``), ``predict`` (its checkpoints find poses in images, ``tensorpose predict``),
+``export`` (ONNX export of its checkpoints), ``profile_data`` (its configs' input pipeline can
+be diagnosed, ``tensorpose profile-data``; the task defines :meth:`Task.profile_targets`)."""
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -129,6 +138,8 @@ class Task(nn.Module):
     """Validation metric for ``best.pt`` and whether lower (``min``) or higher is better."""
     metric_names: ClassVar[tuple[str, ...]] = ("val_loss", "train_loss")
     """The history-row metrics the task reports (what ``train.best_metric`` may name)."""
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    """What the task serves beyond training and evaluation, drawn from :data:`CAPABILITIES`."""
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__()
@@ -139,6 +150,12 @@ class Task(nn.Module):
         self.train_batches: Any = None
 
     # -- construction
+    @classmethod
+    def profile_targets(cls, cfg: Config) -> Callable[[dict], object]:
+        """The target function the input-pipeline diagnosis times (``profile_data``
+        capability): a collated batch of crops on the device -> the task's targets."""
+        raise NotImplementedError(f"task {cls.__name__} has no input-pipeline targets")
+
     @classmethod
     def build_model(cls, cfg: Config) -> nn.Module:
         """The model described by ``cfg.model`` (and what it needs of ``cfg.data``)."""

@@ -8,6 +8,7 @@ normalised to the crop (:func:`~tensorpose.models.deeppose.normalize_coords`) ->
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -53,10 +54,21 @@ class DeepPoseTask(TopDownTask):
     """DeepPose: ``(B, K, 2)`` coordinates normalised to the crop, visibility-masked MSE."""
 
     model_config = DeepPoseModelConfig
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predict", "export", "profile_data"})
     contract: ClassVar[dict[str, Field]] = {
         **TopDownTask.contract,
         "y": Field(("B", "K", 2), torch.float32),
     }
+
+    @classmethod
+    def profile_targets(cls, cfg: Config) -> Callable[[dict], object]:
+        """Keypoints normalised to the crop of a batch of crops."""
+        H, W = (int(v) for v in cfg.data.input_size)
+
+        def targets(b: dict) -> object:
+            return normalize_coords(b["keypoints"], (H, W))
+
+        return targets
 
     @classmethod
     def build_model(cls, cfg: Config) -> nn.Module:

@@ -9,6 +9,7 @@ Data path: :mod:`.topdown` (COCO people -> augmented crops ``x``) -> ``heatmaps`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -55,11 +56,24 @@ class HeatmapTask(TopDownTask):
     """SimpleBaseline: MSRA gaussian heatmaps at stride 4, weighted heatmap MSE."""
 
     model_config = HeatmapModelConfig
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predict", "export", "profile_data"})
     contract: ClassVar[dict[str, Field]] = {
         **TopDownTask.contract,
         "heatmaps": Field(("B", "K", "h", "w"), torch.float32),
         "weights": Field(("B", "K"), torch.float32),
     }
+
+    @classmethod
+    def profile_targets(cls, cfg: Config) -> Callable[[dict], object]:
+        """Gaussian heatmaps at stride 4 of a batch of crops."""
+        H, W = (int(v) for v in cfg.data.input_size)
+        m = cfg.model
+
+        def targets(b: dict) -> object:
+            return gaussian_heatmaps(b["keypoints"], b["visibility"], (H // 4, W // 4), m.sigma,
+                                     4.0)  # fmt: skip
+
+        return targets
 
     @classmethod
     def build_model(cls, cfg: Config) -> nn.Module:

@@ -225,6 +225,7 @@ class LiftingTask(Task):
 
     data_config = LiftDataConfig
     model_config = LiftModelConfig
+    capabilities: ClassVar[frozenset[str]] = frozenset({"lift"})
     contract: ClassVar[dict[str, Field]] = {
         "keypoints": Field(("B", "R", "J", 2), torch.float32),  # normalised windows
         "target": Field(("B", 1, "J", 3), torch.float32),  # root-relative, camera, metres

@@ -14,19 +14,29 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ..config import ConfigError, set_task_lookup
+from .base import CAPABILITIES
 
 if TYPE_CHECKING:
     from .base import Task
 
-__all__ = ["TASKS", "UnknownTaskError", "get_task", "register_task", "task_names"]
+__all__ = [
+    "TASKS",
+    "UnknownTaskError",
+    "get_task",
+    "register_task",
+    "require_capability",
+    "task_names",
+    "tasks_with",
+]
 
 TASKS: dict[str, str | type] = {
     "lift": "tensorpose.tasks.lifting:LiftingTask",
-    "deeppose": "tensorpose.tasks.deeppose:DeepPoseTask",
     "heatmap": "tensorpose.tasks.heatmap:HeatmapTask",
+    "deeppose": "tensorpose.tasks.deeppose:DeepPoseTask",
     "centernet": "tensorpose.tasks.centernet:CenterNetTask",
 }
-"""Task name -> ``"module:Class"`` (imported on first use) or the class itself."""
+"""Task name -> ``"module:Class"`` (imported on first use) or the class itself. The order is
+the order in which :func:`require_capability` messages list tasks."""
 
 
 class UnknownTaskError(ValueError):
@@ -65,6 +75,48 @@ def get_task(name: str) -> type[Task]:
         module, _, cls = entry.partition(":")
         entry = getattr(importlib.import_module(module), cls)
     return entry
+
+
+def tasks_with(capability: str) -> list[str]:
+    """The registered task names whose class declares ``capability`` (registry order; imports
+    every registered task's module)."""
+    _check_capability(capability)
+    return [name for name in TASKS if capability in get_task(name).capabilities]
+
+
+def require_capability(
+    task: str | type[Task], capability: str, what: str, noun: str = "config"
+) -> type[Task]:
+    """The task class of ``task`` (a registered name or a :class:`~.base.Task` subclass) when
+    it declares ``capability`` (one of :data:`~.base.CAPABILITIES`); otherwise raise.
+
+    Args:
+        task: a task name (e.g. ``cfg.task``) or class.
+        capability: ``"lift"``, ``"predict"``, ``"export"`` or ``"profile_data"``.
+        what: who asks, the start of the message (e.g. ``"profile_config"`` or
+            ``"runs/x/checkpoint.pt: predict"``).
+        noun: what ``task`` came from, for the message (``config``, ``checkpoint``).
+
+    Raises:
+        ValueError: one line, ``"{what} needs a heatmap or deeppose {noun}, got 'lift'"``
+            (the tasks that declare ``capability``, in registry order).
+        UnknownTaskError: ``task`` is a name that is not registered.
+    """
+    _check_capability(capability)
+    cls = get_task(task) if isinstance(task, str) else task
+    if capability in cls.capabilities:
+        return cls
+    names = tasks_with(capability)
+    able = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    got = task if isinstance(task, str) else cls.__name__
+    raise ValueError(f"{what} needs a {able or 'no'} {noun}, got {got!r}")
+
+
+def _check_capability(capability: str) -> None:
+    if capability not in CAPABILITIES:
+        raise ValueError(
+            f"capability must be one of {', '.join(sorted(CAPABILITIES))}, got {capability!r}"
+        )
 
 
 def _config_lookup(name: str) -> type[Task]:
