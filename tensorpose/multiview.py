@@ -12,6 +12,7 @@ figures. ``tensorpose triangulate`` (:mod:`tensorpose.apps.triangulate`) writes 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ __all__ = [
     "Cameras",
     "Triangulation",
     "camera_key",
+    "check_options",
     "find_camera_folders",
     "match_cameras",
     "read_cameras",
@@ -157,6 +159,16 @@ class Triangulation:
     names: list[str]
 
 
+def check_options(min_confidence: float, max_reprojection_px: float, drop: str) -> None:
+    """Raises ValueError naming the CLI flag of a bad triangulation setting."""
+    if not 0 <= min_confidence <= 1:
+        raise ValueError(f"--min-confidence must be in [0, 1], got {min_confidence}")
+    if not (max_reprojection_px > 0 and math.isfinite(max_reprojection_px)):
+        raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
+    if drop not in DROP_RULES:
+        raise ValueError(f"drop must be one of {DROP_RULES}, got {drop!r}")
+
+
 def triangulate_cameras(
     cameras: Cameras,
     *,
@@ -175,12 +187,7 @@ def triangulate_cameras(
         association_px: two-view threshold for joining a person across views (pixels).
         drop: ``"leave_one_out"`` or ``"largest_error"``.
     """
-    if not 0 <= min_confidence <= 1:
-        raise ValueError(f"--min-confidence must be in [0, 1], got {min_confidence}")
-    if not max_reprojection_px > 0:
-        raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
-    if drop not in DROP_RULES:
-        raise ValueError(f"drop must be one of {DROP_RULES}, got {drop!r}")
+    check_options(min_confidence, max_reprojection_px, drop)
     names = LAYOUTS[cameras.layout]
     T, J = cameras.frames, len(names)
     keypoints = []

@@ -70,7 +70,7 @@ def test_sanity_numbers_on_the_real_trial(run):
 def test_refuses_to_overwrite(run):
     out, report = run
     before = {k: open(p, "rb").read() for k, p in report["outputs"].items()}
-    with pytest.raises(FileExistsError, match="overwrite=True"):
+    with pytest.raises(ValueError, match="--overwrite"):
         triangulate_folder(TRACKS, CALIB, out)
     assert {k: open(p, "rb").read() for k, p in report["outputs"].items()} == before
     again = triangulate_folder(TRACKS, CALIB, out, overwrite=True, plot=False)
@@ -114,12 +114,12 @@ def test_validation_before_writing(tracks_copy, tmp_path):
         triangulate_folder(tracks_copy, CALIB, out, fps=60)
     assert "cam_04" in str(e.value)
     (tracks_copy / "side_json").rename(tracks_copy / "cam04_json")
-    with pytest.raises(ValueError, match="fps is needed"):
+    with pytest.raises(ValueError, match="--fps is needed"):
         triangulate_folder(tracks_copy, CALIB, out)
     sorted((tracks_copy / "cam02_json").glob("*.json"))[-1].unlink()
     with pytest.raises(ValueError, match=r"different frame counts .*'cam02_json': 19"):
         triangulate_folder(tracks_copy, CALIB, out, fps=60)
-    with pytest.raises(ValueError, match="max_reprojection_px"):
+    with pytest.raises(ValueError, match="max-reprojection-px"):
         triangulate_folder(tracks_copy, CALIB, out, fps=60, max_reprojection_px=0)
     with pytest.raises(FileNotFoundError, match="nope"):
         triangulate_folder(tmp_path / "nope", CALIB, out, fps=60)

@@ -158,21 +158,28 @@ def test_bad_inputs_name_the_file_and_leave_nothing(images, tmp_path):
     before = (out / "results.json").read_text()
     (images / "000000999999.jpg").write_bytes(b"\xff\xd8\xff truncated")
     with pytest.raises(ValueError, match="000000999999.jpg"):
-        predict(images, pose, out, boxes=bundled_coco(), progress=False)
+        predict(images, pose, out, boxes=bundled_coco(), progress=False, overwrite=True)
     # the complete outputs of the earlier run are untouched, no partial output is left
     assert (out / "results.json").read_text() == before
     assert sorted(p.name for p in out.iterdir()) == ["drawn", "openpose", "results.json"]
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValueError, match="empty"):
-        predict(empty, pose, out, boxes=bundled_coco(), progress=False)
+        predict(empty, pose, out, boxes=bundled_coco(), progress=False, overwrite=True)
     other = tmp_path / "other.json"
     other.write_text(json.dumps([{"image_id": 5, "bbox": [1, 2, 30, 40], "score": 1.0}]))
     with pytest.raises(ValueError, match="other.json"):
-        predict(images / FILES[0], pose, out, boxes=other, progress=False)
+        predict(images / FILES[0], pose, out, boxes=other, progress=False, overwrite=True)
     (tmp_path / "broken.json").write_text('[{"image_id": 790, "bbox": [1, 2]}]')
     with pytest.raises(ValueError, match="broken.json.*entry 0"):
-        predict(images / FILES[0], pose, out, boxes=tmp_path / "broken.json", progress=False)
+        predict(
+            images / FILES[0],
+            pose,
+            out,
+            boxes=tmp_path / "broken.json",
+            progress=False,
+            overwrite=True,
+        )
     video = tmp_path / "cut.mp4"
     w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), 10, (32, 32))
     for _ in range(10):
@@ -181,16 +188,16 @@ def test_bad_inputs_name_the_file_and_leave_nothing(images, tmp_path):
     video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
     net = PoseModel(centernet_model(17, 10, 8).eval(), "centernet", (64, 64))
     with pytest.raises(ValueError, match="cut.mp4"):
-        predict(video, net, out, progress=False)
+        predict(video, net, out, progress=False, overwrite=True)
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(ValueError, match="notes.txt"):
-        predict(tmp_path / "notes.txt", net, out, progress=False)
+        predict(tmp_path / "notes.txt", net, out, progress=False, overwrite=True)
     with pytest.raises(FileNotFoundError, match="missing"):
-        predict(tmp_path / "missing.jpg", net, out, progress=False)
+        predict(tmp_path / "missing.jpg", net, out, progress=False, overwrite=True)
     with pytest.raises(ValueError, match="needs person boxes"):
-        predict(images, pose, out, progress=False)
+        predict(images, pose, out, progress=False, overwrite=True)
     with pytest.raises(ValueError, match="finds people itself"):
-        predict(images, net, out, boxes=bundled_coco(), progress=False)
+        predict(images, net, out, boxes=bundled_coco(), progress=False, overwrite=True)
     with pytest.raises(ValueError, match="kind"):
         PoseModel(PeakModel(), "bottomup", (64, 48))
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []

@@ -64,7 +64,10 @@ def _calibration_camera(calib: str | os.PathLike, camera: str | None):
 
 def _check_video(video: str | os.PathLike, frames: int, size) -> None:
     """The video's frame count must equal ``frames`` and its size the image size."""
-    n, _, vsize = video_info(video)
+    try:
+        n, _, vsize = video_info(video)
+    except ValueError as e:
+        raise ValueError(f"--video {e}") from None
     if n > 0 and n != frames:
         raise ValueError(f"--video {video} has {n} frames but the keypoints have {frames}")
     if size is not None and tuple(size) != tuple(vsize):

@@ -208,7 +208,8 @@ def predict(
     video = is_video(input)
     stem = input.stem if input.is_file() else input.resolve().name
     outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", f"{stem}.mp4"],
-                           inputs=[input, boxes, *inputs], overwrite=overwrite)  # fmt: skip
+                           inputs=[input, boxes, *inputs], overwrite=overwrite,
+                           whole_folder=True)  # fmt: skip
     dets, names = load_detections(boxes) if boxes is not None else ({}, {})
     fps = (video_info(input)[1] or 30.0) if video else 30.0
     total = count_frames(input)

@@ -100,7 +100,7 @@ def smooth_folder(
         names = [f.name for f in done[0][2].files] + list(pictures.values())
     else:
         names = frames_dirs + list(pictures.values())
-    outputs = OutputFolder(out_root, names, inputs=[src], overwrite=overwrite)
+    outputs = OutputFolder(out_root, names, inputs=[src], overwrite=overwrite, whole_folder=True)
     report = []
     with outputs:
         for folder, entry, tracks, raw, sm, pick in done:

@@ -19,7 +19,13 @@ import torch
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
-from ..multiview import find_camera_folders, read_cameras, summarize, triangulate_cameras
+from ..multiview import (
+    check_options,
+    find_camera_folders,
+    read_cameras,
+    summarize,
+    triangulate_cameras,
+)
 from ..viz import plot_reprojection_errors
 
 __all__ = ["output_names", "summary", "triangulate_folder"]
@@ -83,6 +89,7 @@ def triangulate_folder(
     names = output_names(name)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
+    check_options(min_confidence, max_reprojection_px, drop)
     fps = _fps(tracks_dir, fps)
     cams = read_cameras(tracks_dir, calib_path, layout)
     tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,

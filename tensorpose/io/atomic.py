@@ -211,6 +211,8 @@ class OutputFolder:
         inputs: the command's input files and folders (an output may not overlap them).
         overwrite: replace existing outputs (else they are an error).
         flag: the CLI flag that named ``out_dir``, for messages.
+        whole_folder: the command owns the folder: without ``overwrite`` a folder that holds
+            anything is refused (else only existing outputs are).
     """
 
     def __init__(
@@ -221,6 +223,7 @@ class OutputFolder:
         inputs: Iterable[str | os.PathLike | None] = (),
         overwrite: bool = False,
         flag: str = "--out",
+        whole_folder: bool = False,
         say: Callable[[str], None] = print,
     ) -> None:
         self.out_dir = Path(out_dir)
@@ -233,6 +236,8 @@ class OutputFolder:
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise ValueError(f"{flag} {self.out_dir}: exists and is not a folder")
         existing = [self.out_dir / n for n in self.names if (self.out_dir / n).exists()]
+        if whole_folder and self.out_dir.is_dir() and any(self.out_dir.iterdir()):
+            existing = existing or [self.out_dir]
         if existing and not overwrite:
             raise ValueError(
                 f"{existing[0]} exists: pass --overwrite to replace the outputs, or choose "

@@ -131,7 +131,10 @@ def open_video(path: str | Path) -> cv2.VideoCapture:
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
         cap.release()
-        raise ValueError(f"{path}: cannot open the video (truncated, corrupt or not a video)")
+        raise ValueError(
+            f"{path}: cannot open the video: it cannot be decoded (truncated, corrupt, unknown "
+            "codec or not a video)"
+        )
     return cap
 
 
