@@ -50,7 +50,7 @@ class PoseModel:
         padding: top-down crop enlargement around the box.
         skeleton: joint names (``"coco17"``).
         top_k, joint_threshold, nms_threshold: CenterNet decoding (see
-            :class:`~tensorpose.centernet.CenterNet`).
+            :class:`~tensorpose.tasks.centernet.CenterNet`).
     """
 
     model: nn.Module

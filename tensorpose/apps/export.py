@@ -12,12 +12,9 @@ from pathlib import Path
 from ..inference import load_model
 from ..io.atomic import OutputFolder
 from ..io.onnx import MIN_OPSET, ExportModule, check_onnx, export_onnx
+from ..tasks import tasks_with
 
-__all__ = ["TASK_DECODINGS", "export_checkpoint", "summary"]
-
-
-TASK_DECODINGS = {"heatmap": "heatmap", "centernet": "centernet", "deeppose": "regression"}
-"""The decoding of each exportable task (``--with-decoding``)."""
+__all__ = ["export_checkpoint", "summary"]
 
 
 def export_checkpoint(
@@ -47,12 +44,12 @@ def export_checkpoint(
     task, model, cfg, _ = load_model(checkpoint, "cpu")
     if "export" not in task.capabilities:
         raise ValueError(
-            f"{checkpoint}: export supports {', '.join(sorted(TASK_DECODINGS))} checkpoints, "
+            f"{checkpoint}: export supports {', '.join(sorted(tasks_with('export')))} checkpoints, "
             f"not {cfg.task!r}"
         )
     H, W = (int(v) for v in cfg.data.input_size)
     shape = (3, H, W)
-    decoding = TASK_DECODINGS[cfg.task] if with_decoding else None
+    decoding = task.export_decoding if with_decoding else None
     kwargs: dict = {}
     if decoding == "heatmap":
         kwargs["method"] = cfg.model.decode

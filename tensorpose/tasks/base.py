@@ -140,6 +140,9 @@ class Task(nn.Module):
     """The history-row metrics the task reports (what ``train.best_metric`` may name)."""
     capabilities: ClassVar[frozenset[str]] = frozenset()
     """What the task serves beyond training and evaluation, drawn from :data:`CAPABILITIES`."""
+    export_decoding: ClassVar[str | None] = None
+    """With ``export``: the decoding ``tensorpose export --with-decoding`` puts in the graph
+    (one of :data:`tensorpose.io.onnx.DECODINGS`)."""
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__()

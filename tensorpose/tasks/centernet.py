@@ -324,6 +324,7 @@ class CenterNetTask(Task):
     data_config = CenterNetDataConfig
     model_config = CenterNetModelConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"predict", "export"})
+    export_decoding = "centernet"
     contract: ClassVar[dict[str, Field]] = {
         "x": Field(("B", 3, "S", "S"), torch.float32),  # normalised letterboxed images
         "matrices": Field(("B", 2, 3), torch.float32),  # image -> input

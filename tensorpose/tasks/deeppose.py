@@ -55,6 +55,7 @@ class DeepPoseTask(TopDownTask):
 
     model_config = DeepPoseModelConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"predict", "export", "profile_data"})
+    export_decoding = "regression"
     contract: ClassVar[dict[str, Field]] = {
         **TopDownTask.contract,
         "y": Field(("B", "K", 2), torch.float32),

@@ -57,6 +57,7 @@ class HeatmapTask(TopDownTask):
 
     model_config = HeatmapModelConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"predict", "export", "profile_data"})
+    export_decoding = "heatmap"
     contract: ClassVar[dict[str, Field]] = {
         **TopDownTask.contract,
         "heatmaps": Field(("B", "K", "h", "w"), torch.float32),
