@@ -405,7 +405,7 @@ def normalize_input(
     augmentation trains with).
     """
     from .ops.camera import normalize_screen, undistort_points
-    from .ops.poseaug import default_intrinsics
+    from .ops.poseaug_cameras import default_intrinsics
 
     if normalization == "screen":
         if size is None:
