@@ -22,7 +22,8 @@ import torch
 from .io.calibration import load_calibration
 from .io.export import write_trc
 from .io.openpose import BUNDLED_FPS, LAYOUTS, bundled_tracks, read_openpose_frames
-from .ops.triangulate import DROP_RULES, triangulate_people
+from .ops.association import triangulate_people
+from .ops.triangulate import DROP_RULES
 
 __all__ = ["LIMBS", "camera_key", "find_camera_folders", "match_cameras", "triangulate_folder"]
 
