@@ -231,15 +231,39 @@ class KinematicAugmenter:
                 f"windows must have shape (B, R, {sk.num_joints}, 3), got {tuple(windows.shape)}"
             )
         B, R, J, _ = windows.shape
-        dev, dt = windows.device, windows.dtype
+        dev = windows.device
         if dev != generator.device:
             raise ValueError(f"windows are on {dev} but the generator is on {generator.device}")
-        c, root = R // 2, sk.root
+        root = sk.root
         noise_scale, height_path = self._device_tables(dev)
-        centre = windows[:, c : c + 1]  # (B, 1, J, 3)
+        pose, lengths = self._pose(windows, generator, lengths)
+        kp3 = self._detector_points(pose, generator)
+        K, size, kc, xc = self._camera(pose, kp3, generator)
+        rx, ry = self._rays(kc, xc, K, size, lengths, height_path, noise_scale, generator)
+        kp = torch.stack([rx, ry], -1).reshape(B, R, J, 2)
+        target = (xc - xc[:, :, root : root + 1]).transpose(1, 2).unsqueeze(1)  # (B, 1, J, 3)
+        if cfg.flip > 0:  # mirror the scene (camera x) and swap left/right joints
+            m = (torch.rand(B, generator=generator, device=dev) < cfg.flip)[:, None, None, None]
+            fi = sk.tensor("flip_index", dev)
+            kp = torch.where(m, kp.index_select(2, fi) * kp.new_tensor([-1.0, 1.0]), kp)
+            tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
+            target = torch.where(m, tf, target)
+        kp, mask = drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
+        root_cam = xc[:, :, root]
+        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
+                "root": root_cam}  # fmt: skip
 
-        # --- pose: bone lengths and joint rotations, one set per window (computed on the
-        # centre frame, applied to every frame: the window moves as recorded)
+    def _pose(
+        self, windows: torch.Tensor, generator: torch.Generator, lengths: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bone lengths and joint rotations, one set per window (computed on the centre frame,
+        applied to every frame: the window moves as recorded); the centre frame's root at the
+        origin. Returns the pose ``(B, R, J, 3)`` and the bone lengths ``(B, 1, S)``."""
+        cfg, sk = self.config, self.skeleton
+        B, R = windows.shape[:2]
+        dt = windows.dtype
+        c, root = R // 2, sk.root
+        centre = windows[:, c : c + 1]  # (B, 1, J, 3)
         if lengths is None:
             lengths = bone_lengths(centre, sk)  # (B, 1, S)
         lengths = lengths * bone_scales(
@@ -257,17 +281,35 @@ class KinematicAugmenter:
         else:
             pose = set_bone_lengths(windows, lengths, sk)
         pose = pose - pose[:, c : c + 1, root : root + 1]  # centre frame's root at the origin
-        # --- detector keypoints in 3D: systematic offsets in the centre frame's body frames
-        # (one world shift per window, like the rotations), then derived joints per frame
+        return pose, lengths
+
+    def _detector_points(self, pose: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Detector keypoints in 3D: systematic offsets in the centre frame's body frames (one
+        world shift per window, like the rotations), then derived joints per frame."""
+        cfg, sk = self.config, self.skeleton
+        B, R = pose.shape[:2]
+        c = R // 2
         kp3 = pose
         if cfg.offsets > 0:
-            off = sample_detector_offsets((B, 1), generator, self.offsets, cfg.offsets, dt)
+            off = sample_detector_offsets((B, 1), generator, self.offsets, cfg.offsets, pose.dtype)
             mid = pose[:, c : c + 1]
             shift = detector_offsets(mid, off, sk, self.offsets, self.frames) - mid
             kp3 = pose + shift
         if cfg.derive:
             kp3 = derive_joints(kp3, sk, self.rules)
-        # --- global rotation about the vertical through the centre root, then the camera
+        return kp3
+
+    def _camera(
+        self, pose: torch.Tensor, kp3: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Global rotation about the vertical through the centre root, then a random camera
+        pushed back until the window fits its image. Returns ``K (B, 3, 3)``, ``size (B, 2)``,
+        the keypoints ``(B, 3, R*J)`` and the centre frame's joints ``(B, 3, J)`` in camera
+        coordinates."""
+        cfg = self.config
+        B, R, J, _ = pose.shape
+        dt = pose.dtype
+        c = R // 2
         Rg = global_rotation(
             sample_global_angles(
                 (B,), generator, cfg.yaw_deg, cfg.pitch_deg, cfg.roll_deg, dtype=dt
@@ -276,7 +318,7 @@ class KinematicAugmenter:
         cam = sample_cameras(
             B,
             generator,
-            windows.new_zeros(B, 3),
+            pose.new_zeros(B, 3),
             cfg.image_sizes,
             cfg.fov_deg,
             cfg.principal_offset,
@@ -294,8 +336,27 @@ class KinematicAugmenter:
         kx, ky, kz = kc.unbind(1)  # contiguous (B, R*J) rows
         kz = kz + push
         xc = xc + push[:, :, None] * xc.new_tensor([0.0, 0.0, 1.0])[:, None]
-        # --- 2D: the ray x/z, y/z plus pixel noise / focal. For these skew-free cameras this
-        # equals normalize_with_intrinsics(project(kc, K) + noise, K), without the round trip.
+        return K, size, (kx, ky, kz), xc
+
+    def _rays(
+        self,
+        kc: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        xc: torch.Tensor,
+        K: torch.Tensor,
+        size: torch.Tensor,
+        lengths: torch.Tensor,
+        height_path: torch.Tensor,
+        noise_scale: torch.Tensor,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """2D: the ray x/z, y/z plus pixel noise / focal, ``(B, R*J)`` each. For these
+        skew-free cameras this equals normalize_with_intrinsics(project(kc, K) + noise, K),
+        without the round trip; or VideoPose3D's screen normalisation of the pixels."""
+        cfg = self.config
+        kx, ky, kz = kc
+        B, RJ = kx.shape
+        J = xc.shape[-1]
+        root = self.skeleton.root
         f = K[:, 0, 0, None]  # (B, 1)
         iz = 1 / kz.clamp_min(1e-6)
         rx, ry = kx * iz, ky * iz
@@ -303,25 +364,14 @@ class KinematicAugmenter:
             height_m = (lengths[:, 0] * height_path).sum(-1)  # (B,)
             size_px = f[:, 0] * height_m / xc[:, 2, root]
             sigma = (cfg.noise * size_px)[:, None, None] * noise_scale  # (B, 1, J)
-            sigma = sigma.expand(B, R, J).reshape(B, R * J)
-            nx, ny = keypoint_noise((B, R * J), sigma, generator, cfg.outlier_prob).unbind(-1)
+            sigma = sigma.expand(B, RJ // J, J).reshape(B, RJ)
+            nx, ny = keypoint_noise((B, RJ), sigma, generator, cfg.outlier_prob).unbind(-1)
             rx, ry = rx + nx / f, ry + ny / f
         if cfg.normalize == "screen":  # VideoPose3D screen normalisation of the pixels
             w = size[:, 0, None]
             rx = (rx * f + K[:, 0, 2, None]) / w * 2 - 1
             ry = (ry * f + K[:, 1, 2, None]) / w * 2 - size[:, 1, None] / w
-        kp = torch.stack([rx, ry], -1).reshape(B, R, J, 2)
-        target = (xc - xc[:, :, root : root + 1]).transpose(1, 2).unsqueeze(1)  # (B, 1, J, 3)
-        if cfg.flip > 0:  # mirror the scene (camera x) and swap left/right joints
-            m = (torch.rand(B, generator=generator, device=dev) < cfg.flip)[:, None, None, None]
-            fi = sk.tensor("flip_index", dev)
-            kp = torch.where(m, kp.index_select(2, fi) * kp.new_tensor([-1.0, 1.0]), kp)
-            tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
-            target = torch.where(m, tf, target)
-        kp, mask = drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
-        root_cam = xc[:, :, root]
-        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
-                "root": root_cam}  # fmt: skip
+        return rx, ry
 
 
 class SyntheticLiftingBatches:

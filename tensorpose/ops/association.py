@@ -133,8 +133,36 @@ def _triangulate_people(
     C = len(cams)
     if C < 2:
         raise ValueError(f"keypoints must hold at least 2 cameras, got {C}")
-    T, _, J, _ = cams[0].shape
     dist = _check_cameras(C, K, dist, R, t)
+    _check_options(min_confidence, max_error_px, association_px, min_common_joints, min_cameras,
+                   drop)  # fmt: skip
+    xy, seen, fd, pU = _detections(cams, K, dist, R, t, min_confidence)
+    # 1. Two-view costs of every detection pair of every camera pair, solved in one batch.
+    best = _best_matches(xy, seen, pU, K, dist, R, t, max_error_px, min_common_joints)
+    # 2. One candidate per reference detection; the best of each frame wins.
+    person, win_score = _winners(seen, *best, association_px, min_common_joints, K.dtype)
+    # 3. Robust triangulation of the winners.
+    res = _triangulate_winners(person, xy, seen, fd, K, dist, R, t, max_error_px, min_cameras,
+                               drop)  # fmt: skip
+    return PeopleTriangulation(
+        points=res.points,
+        errors=res.errors,
+        used=res.used,
+        mean_error=res.mean_error,
+        valid=res.valid,
+        person=person,
+        score=win_score,
+    )
+
+
+def _check_options(
+    min_confidence: float,
+    max_error_px: float,
+    association_px: float,
+    min_common_joints: int,
+    min_cameras: int,
+    drop: str,
+) -> None:
     if not 0 <= min_confidence <= 1:
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
     if not association_px > 0:
@@ -144,10 +172,25 @@ def _triangulate_people(
     if not max_error_px > 0:
         raise ValueError(f"max_error_px must be positive, got {max_error_px}")
     _check_drop(drop, min_cameras)
+
+
+def _detections(
+    cams: list[torch.Tensor],
+    K: torch.Tensor,
+    dist: torch.Tensor,
+    R: torch.Tensor,
+    t: torch.Tensor,
+    min_confidence: float,
+) -> tuple[list, list, list, torch.Tensor]:
+    """Every detection of every camera at once: per camera the pixels ``(T, P_c, J, 2)``, which
+    joints count as seen ``(T, P_c, J)`` and their DLT features ``(T, P_c, J, 4)``; and the
+    upper triangles of every detection's normal matrix, ``(C, 10, L)`` with ``L`` the most
+    (frame, slot, joint) rows of a camera."""
+    C = len(cams)
     dev, dtype = K.device, K.dtype
     basis = _dlt_basis(R, t)  # (C, 4, 16)
-    # Every detection of every camera at once: the cameras' detections, flattened, are padded
-    # to one (C, L, 3) tensor (a loop over the C cameras to pack and unpack them).
+    # The cameras' detections, flattened, are padded to one (C, L, 3) tensor (a loop over the
+    # C cameras to pack and unpack them).
     counts = [k[..., 0].numel() for k in cams]
     L = max(counts)
     packed = torch.zeros(C, L, 3, dtype=dtype, device=dev)
@@ -170,12 +213,17 @@ def _triangulate_people(
         xy.append(pxy[c, :n].reshape(*shape, 2))
         seen.append(pseen[c, :n].reshape(shape))
         fd.append(pf[c, :n].reshape(*shape, 4))
+    return xy, seen, fd, pU
 
-    # 1. Two-view costs of every detection pair of every camera pair, solved in one batch.
-    #    On CPU only the (frame, p, q, joint) rows where both detections see the joint are
-    #    gathered (nonzero is free there); elsewhere every row, masked afterwards.
-    pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
-    compact = _compact(dev)
+
+def _pair_rows(xy: list, seen: list, pU: torch.Tensor, pairs: list, compact: bool) -> tuple:
+    """The two-view rows of every camera pair: normal matrices ``(10, rows)``, observations,
+    the (pair, frame, p, q) bin of each row, which rows are valid, the bins' shapes and count.
+
+    On CPU only the (frame, p, q, joint) rows where both detections see the joint are gathered
+    (nonzero is free there); elsewhere every row, masked afterwards."""
+    dev = pU.device
+    J = seen[0].shape[-1]
     Ns, obs, bins, valid, shapes = [], [], [], [], []
     offset = 0
     for a, b in pairs:  # a loop over camera pairs, gathering their detection pairs
@@ -197,6 +245,26 @@ def _triangulate_people(
             valid.append(both_seen.reshape(-1))
         shapes.append((T_, P_a, P_b))
         offset += T_ * P_a * P_b
+    return Ns, obs, bins, valid, shapes, offset
+
+
+def _best_matches(
+    xy: list,
+    seen: list,
+    pU: torch.Tensor,
+    K: torch.Tensor,
+    dist: torch.Tensor,
+    R: torch.Tensor,
+    t: torch.Tensor,
+    max_error_px: float,
+    min_common_joints: int,
+) -> tuple[list, list, list]:
+    """Per reference camera ``a`` and other camera ``b``: the cheapest detection ``q`` of ``b``
+    for each detection of ``a`` ``(T, P_a)``, its mean two-view cost and its support."""
+    C = len(xy)
+    dev, dtype = K.device, K.dtype
+    pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
+    Ns, obs, bins, valid, shapes, offset = _pair_rows(xy, seen, pU, pairs, _compact(dev))
     X, ok = _solve_upper(torch.cat(Ns, 1))
     sizes = [len(b) for b in bins]
     # Reprojection errors in the pair's two cameras (rows are grouped by pair).
@@ -229,11 +297,26 @@ def _triangulate_people(
             bc, bq = c_ab.min(-1)
             best_cost[ref][other], best_q[ref][other] = bc, bq
             best_support[ref][other] = s_ab.gather(-1, bq.unsqueeze(-1)).squeeze(-1)
+    return best_q, best_cost, best_support
 
-    # 2. One candidate per reference detection; the best of each frame wins.
+
+def _winners(
+    seen: list,
+    best_q: list,
+    best_cost: list,
+    best_support: list,
+    association_px: float,
+    min_common_joints: int,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One candidate per reference detection; the best of each frame wins. Returns the chosen
+    detection per camera ``person (T, C)`` (-1: none) and the winner's score ``(T,)``."""
+    C = len(seen)
+    T = seen[0].shape[0]
+    dev = seen[0].device
     choices, scores = [], []
     for a in range(C):  # a loop over the reference cameras
-        P_a = cams[a].shape[1]
+        P_a = seen[a].shape[1]
         own = torch.arange(P_a, device=dev).expand(T, P_a)
         choice, support = [], seen[a].sum(-1)
         cost_sum = torch.zeros(T, P_a, dtype=dtype, device=dev)
@@ -260,12 +343,30 @@ def _triangulate_people(
     found = torch.isfinite(win_score)
     person = choice.gather(1, win.view(T, 1, 1).expand(T, 1, C)).squeeze(1)
     person = torch.where(found.unsqueeze(-1), person, -1)  # (T, C)
+    return person, win_score
 
-    # 3. Robust triangulation of the winners (gathered per camera: a loop over cameras).
+
+def _triangulate_winners(
+    person: torch.Tensor,
+    xy: list,
+    seen: list,
+    fd: list,
+    K: torch.Tensor,
+    dist: torch.Tensor,
+    R: torch.Tensor,
+    t: torch.Tensor,
+    max_error_px: float,
+    min_cameras: int,
+    drop: str,
+) -> Triangulation:
+    """Robust triangulation of the winners (gathered per camera: a loop over cameras)."""
+    C = len(xy)
+    T, J = seen[0].shape[0], seen[0].shape[-1]
+    dev, dtype = K.device, K.dtype
     g_xy, g_seen, g_f = [], [], []
     frame = torch.arange(T, device=dev)
     for c in range(C):
-        if cams[c].shape[1] == 0:
+        if seen[c].shape[1] == 0:
             g_xy.append(torch.full((T, J, 2), float("nan"), dtype=dtype, device=dev))
             g_seen.append(torch.zeros(T, J, dtype=torch.bool, device=dev))
             g_f.append(torch.zeros(T, J, 4, dtype=dtype, device=dev))
@@ -274,14 +375,5 @@ def _triangulate_people(
         g_xy.append(xy[c][frame, q])
         g_seen.append(seen[c][frame, q] & (person[:, c] >= 0).unsqueeze(-1))
         g_f.append(fd[c][frame, q])
-    res = _robust(torch.stack(g_f, -2), torch.stack(g_seen, -1), torch.stack(g_xy, -2),
-                  K, dist, R, t, max_error_px, min_cameras, drop)  # fmt: skip
-    return PeopleTriangulation(
-        points=res.points,
-        errors=res.errors,
-        used=res.used,
-        mean_error=res.mean_error,
-        valid=res.valid,
-        person=person,
-        score=win_score,
-    )
+    return _robust(torch.stack(g_f, -2), torch.stack(g_seen, -1), torch.stack(g_xy, -2),
+                   K, dist, R, t, max_error_px, min_cameras, drop)  # fmt: skip

@@ -144,6 +144,21 @@ def _robust(
         X = torch.where(drop_now.unsqueeze(-1), Xn, X)
         ok = torch.where(drop_now, okn, ok)
         err = torch.where(drop_now.unsqueeze(-1), errn, err)
+    return _result(X, ok, err, used, max_error_px, min_cameras)
+
+
+def _result(
+    X: torch.Tensor,
+    ok: torch.Tensor,
+    err: torch.Tensor,
+    used: torch.Tensor,
+    max_error_px: float,
+    min_cameras: int,
+) -> Triangulation:
+    """The :class:`Triangulation` of the points left after camera dropping: mean error over the
+    cameras used, NaN points where too few cameras remain, ``valid`` where all are within
+    ``max_error_px``."""
+    nan = float("nan")
     n = used.sum(-1)
     enough = n >= min_cameras
     mean = torch.where(used, err, 0.0).sum(-1) / n.clamp_min(1)
