@@ -6,9 +6,10 @@ step of the lifter, and each against its baseline:
   pipeline (``LiftingSet.batch``: window gather + flip + screen normalisation, no augmentation);
 - compute: forward + backward + Adam step of the default lifter (receptive field 27, 256
   channels, kinematic head) on the same batch size;
-- joint rotations: ``ops.poseaug.rotate_joints`` (quaternions, a loop over the depth levels of
-  the limited joints, bones composed by one product) vs the same rotations as matrices through
-  ``ops.kinematics.forward_kinematics`` (the naive twin of the tests), per frame of a batch.
+- joint rotations: ``ops.poseaug_joints.rotate_joints`` (quaternions, a loop over the depth
+  levels of the limited joints, bones composed by one product) vs the same rotations as matrices
+  through ``ops.kinematics.forward_kinematics`` (the naive twin of the tests), per frame of a
+  batch.
 
 Regions are interleaved (so that load from other processes hits them alike); warm-up, repeats,
 median. Prints a table with ratios and writes ``benchmarks/results/synth_<device>.json``.
@@ -33,7 +34,12 @@ from tensorpose.data.mocap import LiftingSet, load_bvh_sequences
 from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
 from tensorpose.models.lifter import TemporalLifter
 from tensorpose.ops import forward_kinematics
-from tensorpose.ops import poseaug as pa
+from tensorpose.ops.poseaug_joints import (
+    H36M17_LIMITS,
+    joint_rotations,
+    rotate_joints,
+    sample_joint_angles,
+)
 from tensorpose.tasks import LiftingTask
 
 
@@ -89,16 +95,16 @@ def run(device: torch.device, args) -> None:
         opt.step()
 
     poses = windows.reshape(-1, 17, 3)
-    angles = pa.sample_joint_angles((len(poses),), g)
+    angles = sample_joint_angles((len(poses),), g)
 
     def rotate():
-        pa.rotate_joints(poses, angles, sk)
+        rotate_joints(poses, angles, sk)
 
     parent = [p if p >= 0 else j for j, p in enumerate(sk.parents)]
-    lim = [sk.index(n) for n in pa.H36M17_LIMITS]
+    lim = [sk.index(n) for n in H36M17_LIMITS]
 
     def rotate_fk():  # naive twin: the same rotations as matrices through the FK level loop
-        q = pa.joint_rotations(poses, angles, sk)
+        q = joint_rotations(poses, angles, sk)
         Rm = torch.eye(3, device=device).repeat(len(poses), 17, 1, 1)
         Rm[:, lim] = quat_to_matrix(q)
         forward_kinematics(Rm, poses - poses[:, parent], poses[:, sk.root], sk)

@@ -1,7 +1,7 @@
 """Multi-view triangulation of the bundled four-camera OpenPose trial: the batched op vs a
 per-point NumPy loop doing the same steps, side by side in one process.
 
-Both run the whole pipeline of :func:`tensorpose.ops.triangulate.triangulate_people` on the same
+Both run the whole pipeline of :func:`tensorpose.ops.association.triangulate_people` on the same
 detections (100 frames x 4 cameras x 1-3 people x 25 joints): undistortion (OpenCV's 5
 fixed-point iterations), two-view DLT of every detection pair of every camera pair for the
 cross-view association, the winner's weighted DLT with camera dropping (leave-one-out by
@@ -9,7 +9,7 @@ default), reprojection errors.
 
 * ``naive numpy loop``: one frame, one detection pair, one joint, one camera at a time with
   ``np.linalg.svd`` per DLT and scalar maths for lens distortion and projection (the baseline).
-* ``tensorpose float64`` / ``float32``: :func:`~tensorpose.ops.triangulate.triangulate_people`
+* ``tensorpose float64`` / ``float32``: :func:`~tensorpose.ops.association.triangulate_people`
   on per-camera ``(T, P_c, J, 3)`` tensors.
 * ``tensorpose float64 + eigh``: the same with ``torch.linalg.eigh`` in place of the closed-form
   4 x 4 eigensolver, to show what that solver buys.
@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import base_parser, device_name, print_table, sync, times, write_json
 from tensorpose.io.calibration import load_calibration
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
-from tensorpose.ops import triangulate as tri
+from tensorpose.ops import dlt
+from tensorpose.ops.association import triangulate_people
+from tensorpose.ops.triangulate import DROP_RULES
 
 INF = math.inf
 
@@ -216,7 +218,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--rounds", type=int, default=3,
                    help="rounds of one baseline run and --repeats runs per contender")  # fmt: skip
-    p.add_argument("--drop", default="leave_one_out", choices=tri.DROP_RULES)
+    p.add_argument("--drop", default="leave_one_out", choices=DROP_RULES)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device or "cpu")
@@ -237,9 +239,9 @@ def main() -> None:
         x = [k.to(device, dtype) for k in kp]
 
         def run(x=x, c=c, solver=solver):
-            patch = mock.patch.object(tri, "_eigvec_soa", solver) if solver else None
+            patch = mock.patch.object(dlt, "_eigvec_soa", solver) if solver else None
             with patch or contextlib.nullcontext():
-                return tri.triangulate_people(x, c.K, c.dist, c.R, c.t, drop=args.drop)
+                return triangulate_people(x, c.K, c.dist, c.R, c.t, drop=args.drop)
 
         contenders[name] = run
         for _ in range(args.warmup):

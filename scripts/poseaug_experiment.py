@@ -54,12 +54,8 @@ from tensorpose.io.openpose import LAYOUTS, bundled_tracks
 from tensorpose.io.tracks import read_tracks
 from tensorpose.models.lifter import TemporalLifter
 from tensorpose.ops.camera import normalize_screen
-from tensorpose.ops.poseaug import (
-    H36M17_DETECTOR_RULES,
-    default_intrinsics,
-    derive_joints,
-    normalize_with_intrinsics,
-)
+from tensorpose.ops.poseaug_cameras import default_intrinsics, normalize_with_intrinsics
+from tensorpose.ops.poseaug_detector import H36M17_DETECTOR_RULES, derive_joints
 from tensorpose.tasks.lifting import LiftingTask
 
 ROOT = Path(__file__).resolve().parent.parent

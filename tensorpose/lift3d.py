@@ -168,11 +168,11 @@ def normalize_input(
     ``intrinsics``: ``K^-1 [u, v, 1]`` (its ``x, y``), ``K (3, 3)`` from a calibration (with
     ``dist (5,)`` the lens distortion removed first,
     :func:`tensorpose.ops.camera.undistort_points`), else the default camera of an unknown
-    recording, :func:`tensorpose.ops.poseaug.default_intrinsics` (the rule the kinematic
+    recording, :func:`tensorpose.ops.poseaug_cameras.default_intrinsics` (the rule the kinematic
     augmentation trains with).
     """
     from .ops.camera import normalize_screen, undistort_points
-    from .ops.poseaug import default_intrinsics
+    from .ops.poseaug_cameras import default_intrinsics
 
     if normalization == "screen":
         if size is None:

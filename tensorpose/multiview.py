@@ -5,7 +5,7 @@ joints, reprojection errors and a summary.
 (``<tracks_dir>/<camera>*/``, :func:`tensorpose.io.tracks.read_detections`) and the
 calibration (Qualisys ``.qca.txt`` or Pose2Sim ``.toml``), and matches folders to calibrated
 cameras by name; :func:`triangulate_cameras` triangulates every frame and joint at once with
-:func:`tensorpose.ops.triangulate.triangulate_people` (cross-view association of the person seen
+:func:`tensorpose.ops.association.triangulate_people` (cross-view association of the person seen
 by the most cameras, weighted DLT, camera dropping); :func:`summarize` gives the report's
 figures. ``tensorpose triangulate`` (:mod:`tensorpose.apps.triangulate`) writes the files.
 """
@@ -24,7 +24,8 @@ import torch
 from .io.calibration import Calibration, load_calibration
 from .io.tracks import read_detections
 from .layouts import LAYOUTS
-from .ops.triangulate import DROP_RULES, triangulate_people
+from .ops.association import triangulate_people
+from .ops.triangulate import DROP_RULES
 
 __all__ = [
     "LIMBS",
@@ -179,7 +180,7 @@ def triangulate_cameras(
     device: str | torch.device = "cpu",
 ) -> Triangulation:
     """Triangulate every frame and joint of ``cameras`` at once (see
-    :func:`tensorpose.ops.triangulate.triangulate_people`).
+    :func:`tensorpose.ops.association.triangulate_people`).
 
     Args:
         min_confidence: joints below it are not used.

@@ -240,7 +240,7 @@ def test_train_bad_configs_and_run_folders(tmp_path, capsys):
 
 
 def test_disk_full_is_one_line(tmp_path, capsys, monkeypatch):
-    import tensorpose.train.checkpoint as ckpt
+    import tensorpose.train.atomic_save as ckpt
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda p: usage._replace(free=1000))

@@ -14,7 +14,7 @@ from tensorpose.io.calibration import load_calibration, write_toml
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.multiview import camera_key, match_cameras
-from tensorpose.ops.triangulate import triangulate_people
+from tensorpose.ops.association import triangulate_people
 
 TRACKS = bundled_tracks()[0].parent
 CALIB = TRACKS / "Calib.qca.txt"

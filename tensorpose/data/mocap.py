@@ -39,7 +39,7 @@ from ..ops.camera import (
     virtual_cameras,
     world_to_camera,
 )
-from ..ops.poseaug import normalize_with_intrinsics
+from ..ops.poseaug_cameras import normalize_with_intrinsics
 from ..skeleton import Skeleton
 
 __all__ = [

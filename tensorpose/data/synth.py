@@ -4,31 +4,33 @@ The path of one batch (all tensor ops on the generator's device, no Python loop 
 
 1. :class:`SyntheticLiftingBatches` draws ``B`` window centres uniformly over all frames of all
    sequences, a playback speed and a small clock jitter per window
-   (:func:`~tensorpose.ops.poseaug.window_positions`), and interpolates the ``R`` frames of each
-   window linearly between the two nearest mocap frames (clamped to its sequence).
+   (:func:`~tensorpose.ops.poseaug_detector.window_positions`), and interpolates the ``R``
+   frames of each window linearly between the two nearest mocap frames (clamped to its
+   sequence).
 2. :class:`KinematicAugmenter` turns the world windows into a batch, with ONE set of random
    parameters per window (constant over its frames; the pose still moves as recorded):
 
    - bone lengths: the sequence's mean bone lengths x a global scale x one scale per bone group
      (left = right), so bone lengths are constant in time;
    - local joint rotations within anatomical limits: computed on the centre frame
-     (:func:`~tensorpose.ops.poseaug.joint_rotations`, so the target pose is exactly within the
-     limits) and applied to every frame of the window
-     (:func:`~tensorpose.ops.poseaug.apply_rotations`);
+     (:func:`~tensorpose.ops.poseaug_joints.joint_rotations`, so the target pose is exactly
+     within the limits) and applied to every frame of the window
+     (:func:`~tensorpose.ops.poseaug_joints.apply_rotations`);
    - detector-like keypoints in 3D: systematic offsets in the centre frame's body frames
-     (:data:`~tensorpose.ops.poseaug.H36M17_DETECTOR_OFFSETS`), then the joints a detector
-     does not give recomputed from those it gives
-     (:data:`~tensorpose.ops.poseaug.H36M17_DETECTOR_RULES`);
+     (:data:`~tensorpose.ops.poseaug_detector.H36M17_DETECTOR_OFFSETS`), then the joints a
+     detector does not give recomputed from those it gives
+     (:data:`~tensorpose.ops.poseaug_detector.H36M17_DETECTOR_RULES`);
    - a global rotation about the vertical through the centre frame's root (any yaw, small
-     pitch/roll), then a random camera (:func:`~tensorpose.ops.poseaug.sample_cameras`: image
-     size incl. portrait, field of view, principal point, distance, elevation, roll, off-centre
-     aim), pushed back along its axis where needed so every keypoint of the window stays in
-     the image (:func:`~tensorpose.ops.poseaug.fit_in_frame`);
+     pitch/roll), then a random camera
+     (:func:`~tensorpose.ops.poseaug_cameras.sample_cameras`: image size incl. portrait, field
+     of view, principal point, distance, elevation, roll, off-centre aim), pushed back along
+     its axis where needed so every keypoint of the window stays in the image
+     (:func:`~tensorpose.ops.poseaug_cameras.fit_in_frame`);
    - 2D: Gaussian pixel noise scaled with the person's height in the image (heavier at wrists
      and ankles), rare outliers, a left/right mirror of 2D and 3D together, dropped joints;
    - normalisation: ``K^-1 [u, v, 1]`` (``normalize="intrinsics"``, camera-independent:
      computed directly as ``(x/z, y/z) + noise / focal``, which equals
-     :func:`~tensorpose.ops.poseaug.normalize_with_intrinsics` of the noisy pixels for these
+     :func:`~tensorpose.ops.poseaug_cameras.normalize_with_intrinsics` of the noisy pixels for these
      skew-free cameras) or VideoPose3D's screen normalisation by the image width
      (``"screen"``).
 
@@ -46,8 +48,39 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..ops import poseaug as pa
 from ..ops.kinematics import bone_lengths
+from ..ops.poseaug_bones import (
+    H36M17_BONE_GROUPS,
+    bone_scales,
+    sample_bone_scales,
+    set_bone_lengths,
+)
+from ..ops.poseaug_cameras import (
+    fit_in_frame,
+    global_rotation,
+    sample_cameras,
+    sample_global_angles,
+)
+from ..ops.poseaug_detector import (
+    H36M17_DETECTOR_OFFSETS,
+    H36M17_DETECTOR_RULES,
+    H36M17_NOISE_SCALE,
+    DetectorOffset,
+    derive_joints,
+    detector_offsets,
+    drop_joints,
+    keypoint_noise,
+    sample_detector_offsets,
+    window_positions,
+)
+from ..ops.poseaug_frames import H36M17_FRAMES
+from ..ops.poseaug_joints import (
+    H36M17_LIMITS,
+    JointLimit,
+    apply_rotations,
+    joint_rotations,
+    sample_joint_angles,
+)
 from ..skeleton import Skeleton
 
 __all__ = ["KinematicAugmenter", "SynthConfig", "SyntheticLiftingBatches"]
@@ -89,7 +122,7 @@ class SynthConfig:
     margin: float = 0.02
     # detector model
     offsets: float = 1.0
-    """Multiplies :data:`~tensorpose.ops.poseaug.H36M17_DETECTOR_OFFSETS` (0: none)."""
+    """Multiplies :data:`~tensorpose.ops.poseaug_detector.H36M17_DETECTOR_OFFSETS` (0: none)."""
     derive: bool = True
     """Recompute pelvis/spine/thorax from hips and shoulders as a detector converter does."""
     noise: float = 0.01
@@ -141,27 +174,21 @@ class KinematicAugmenter:
         skeleton: the joint tree (``h36m17`` for the default tables).
         config: the settings.
         limits, frames, groups, offsets, rules, noise_scale: the tables of
-            :mod:`tensorpose.ops.poseaug` (defaults: the ``h36m17`` ones).
+            ``tensorpose.ops.poseaug_*`` modules (defaults: the ``h36m17`` ones).
         height_joints: the person's height (which scales the 2D noise) is the sum of the bone
             lengths on the paths from the root to these two joints.
     """
 
     skeleton: Skeleton
     config: SynthConfig = field(default_factory=SynthConfig)
-    limits: Mapping[str, pa.JointLimit] = field(default_factory=lambda: pa.H36M17_LIMITS)
-    frames: Mapping[str, tuple[str, str, str, str]] = field(
-        default_factory=lambda: pa.H36M17_FRAMES
-    )
+    limits: Mapping[str, JointLimit] = field(default_factory=lambda: H36M17_LIMITS)
+    frames: Mapping[str, tuple[str, str, str, str]] = field(default_factory=lambda: H36M17_FRAMES)
     groups: Mapping[str, Sequence[tuple[str, str]]] = field(
-        default_factory=lambda: pa.H36M17_BONE_GROUPS
+        default_factory=lambda: H36M17_BONE_GROUPS
     )
-    offsets: Mapping[str, pa.DetectorOffset] = field(
-        default_factory=lambda: pa.H36M17_DETECTOR_OFFSETS
-    )
-    rules: Mapping[str, Mapping[str, float]] = field(
-        default_factory=lambda: pa.H36M17_DETECTOR_RULES
-    )
-    noise_scale: Mapping[str, float] = field(default_factory=lambda: pa.H36M17_NOISE_SCALE)
+    offsets: Mapping[str, DetectorOffset] = field(default_factory=lambda: H36M17_DETECTOR_OFFSETS)
+    rules: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: H36M17_DETECTOR_RULES)
+    noise_scale: Mapping[str, float] = field(default_factory=lambda: H36M17_NOISE_SCALE)
     height_joints: tuple[str, str] = ("head", "r_ankle")
 
     def __post_init__(self) -> None:
@@ -204,52 +231,94 @@ class KinematicAugmenter:
                 f"windows must have shape (B, R, {sk.num_joints}, 3), got {tuple(windows.shape)}"
             )
         B, R, J, _ = windows.shape
-        dev, dt = windows.device, windows.dtype
+        dev = windows.device
         if dev != generator.device:
             raise ValueError(f"windows are on {dev} but the generator is on {generator.device}")
-        c, root = R // 2, sk.root
+        root = sk.root
         noise_scale, height_path = self._device_tables(dev)
-        centre = windows[:, c : c + 1]  # (B, 1, J, 3)
+        pose, lengths = self._pose(windows, generator, lengths)
+        kp3 = self._detector_points(pose, generator)
+        K, size, kc, xc = self._camera(pose, kp3, generator)
+        rx, ry = self._rays(kc, xc, K, size, lengths, height_path, noise_scale, generator)
+        kp = torch.stack([rx, ry], -1).reshape(B, R, J, 2)
+        target = (xc - xc[:, :, root : root + 1]).transpose(1, 2).unsqueeze(1)  # (B, 1, J, 3)
+        if cfg.flip > 0:  # mirror the scene (camera x) and swap left/right joints
+            m = (torch.rand(B, generator=generator, device=dev) < cfg.flip)[:, None, None, None]
+            fi = sk.tensor("flip_index", dev)
+            kp = torch.where(m, kp.index_select(2, fi) * kp.new_tensor([-1.0, 1.0]), kp)
+            tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
+            target = torch.where(m, tf, target)
+        kp, mask = drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
+        root_cam = xc[:, :, root]
+        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
+                "root": root_cam}  # fmt: skip
 
-        # --- pose: bone lengths and joint rotations, one set per window (computed on the
-        # centre frame, applied to every frame: the window moves as recorded)
+    def _pose(
+        self, windows: torch.Tensor, generator: torch.Generator, lengths: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bone lengths and joint rotations, one set per window (computed on the centre frame,
+        applied to every frame: the window moves as recorded); the centre frame's root at the
+        origin. Returns the pose ``(B, R, J, 3)`` and the bone lengths ``(B, 1, S)``."""
+        cfg, sk = self.config, self.skeleton
+        B, R = windows.shape[:2]
+        dt = windows.dtype
+        c, root = R // 2, sk.root
+        centre = windows[:, c : c + 1]  # (B, 1, J, 3)
         if lengths is None:
             lengths = bone_lengths(centre, sk)  # (B, 1, S)
-        lengths = lengths * pa.bone_scales(
-            pa.sample_bone_scales(
+        lengths = lengths * bone_scales(
+            sample_bone_scales(
                 (B, 1), generator, cfg.bone_scale, cfg.bone_group_scale, self.groups, dt
             ),
             sk,
             self.groups,
         )  # (B, 1, S)
         if cfg.joint_scale > 0:  # rotations from the resized centre frame, one pass for all
-            angles = pa.sample_joint_angles((B, 1), generator, self.limits, cfg.joint_scale, dt)
-            mid = pa.set_bone_lengths(centre, lengths, sk)
-            rot = pa.joint_rotations(mid, angles, sk, self.limits, self.frames)
-            pose = pa.apply_rotations(windows, rot, sk, self.limits, lengths)
+            angles = sample_joint_angles((B, 1), generator, self.limits, cfg.joint_scale, dt)
+            mid = set_bone_lengths(centre, lengths, sk)
+            rot = joint_rotations(mid, angles, sk, self.limits, self.frames)
+            pose = apply_rotations(windows, rot, sk, self.limits, lengths)
         else:
-            pose = pa.set_bone_lengths(windows, lengths, sk)
+            pose = set_bone_lengths(windows, lengths, sk)
         pose = pose - pose[:, c : c + 1, root : root + 1]  # centre frame's root at the origin
-        # --- detector keypoints in 3D: systematic offsets in the centre frame's body frames
-        # (one world shift per window, like the rotations), then derived joints per frame
+        return pose, lengths
+
+    def _detector_points(self, pose: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Detector keypoints in 3D: systematic offsets in the centre frame's body frames (one
+        world shift per window, like the rotations), then derived joints per frame."""
+        cfg, sk = self.config, self.skeleton
+        B, R = pose.shape[:2]
+        c = R // 2
         kp3 = pose
         if cfg.offsets > 0:
-            off = pa.sample_detector_offsets((B, 1), generator, self.offsets, cfg.offsets, dt)
+            off = sample_detector_offsets((B, 1), generator, self.offsets, cfg.offsets, pose.dtype)
             mid = pose[:, c : c + 1]
-            shift = pa.detector_offsets(mid, off, sk, self.offsets, self.frames) - mid
+            shift = detector_offsets(mid, off, sk, self.offsets, self.frames) - mid
             kp3 = pose + shift
         if cfg.derive:
-            kp3 = pa.derive_joints(kp3, sk, self.rules)
-        # --- global rotation about the vertical through the centre root, then the camera
-        Rg = pa.global_rotation(
-            pa.sample_global_angles(
+            kp3 = derive_joints(kp3, sk, self.rules)
+        return kp3
+
+    def _camera(
+        self, pose: torch.Tensor, kp3: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Global rotation about the vertical through the centre root, then a random camera
+        pushed back until the window fits its image. Returns ``K (B, 3, 3)``, ``size (B, 2)``,
+        the keypoints ``(B, 3, R*J)`` and the centre frame's joints ``(B, 3, J)`` in camera
+        coordinates."""
+        cfg = self.config
+        B, R, J, _ = pose.shape
+        dt = pose.dtype
+        c = R // 2
+        Rg = global_rotation(
+            sample_global_angles(
                 (B,), generator, cfg.yaw_deg, cfg.pitch_deg, cfg.roll_deg, dtype=dt
             )
         )
-        cam = pa.sample_cameras(
+        cam = sample_cameras(
             B,
             generator,
-            windows.new_zeros(B, 3),
+            pose.new_zeros(B, 3),
             cfg.image_sizes,
             cfg.fov_deg,
             cfg.principal_offset,
@@ -263,12 +332,31 @@ class KinematicAugmenter:
         t = cam["t"][:, :, None]
         kc = A @ kp3.transpose(-1, -2).transpose(1, 2).reshape(B, 3, R * J) + t  # (B, 3, R*J)
         xc = A @ pose[:, c].transpose(-1, -2) + t  # (B, 3, J): the centre frame's joints
-        push = pa.fit_in_frame(kc.transpose(1, 2), K, size, cfg.margin)[:, None]  # (B, 1)
+        push = fit_in_frame(kc.transpose(1, 2), K, size, cfg.margin)[:, None]  # (B, 1)
         kx, ky, kz = kc.unbind(1)  # contiguous (B, R*J) rows
         kz = kz + push
         xc = xc + push[:, :, None] * xc.new_tensor([0.0, 0.0, 1.0])[:, None]
-        # --- 2D: the ray x/z, y/z plus pixel noise / focal. For these skew-free cameras this
-        # equals normalize_with_intrinsics(project(kc, K) + noise, K), without the round trip.
+        return K, size, (kx, ky, kz), xc
+
+    def _rays(
+        self,
+        kc: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        xc: torch.Tensor,
+        K: torch.Tensor,
+        size: torch.Tensor,
+        lengths: torch.Tensor,
+        height_path: torch.Tensor,
+        noise_scale: torch.Tensor,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """2D: the ray x/z, y/z plus pixel noise / focal, ``(B, R*J)`` each. For these
+        skew-free cameras this equals normalize_with_intrinsics(project(kc, K) + noise, K),
+        without the round trip; or VideoPose3D's screen normalisation of the pixels."""
+        cfg = self.config
+        kx, ky, kz = kc
+        B, RJ = kx.shape
+        J = xc.shape[-1]
+        root = self.skeleton.root
         f = K[:, 0, 0, None]  # (B, 1)
         iz = 1 / kz.clamp_min(1e-6)
         rx, ry = kx * iz, ky * iz
@@ -276,25 +364,14 @@ class KinematicAugmenter:
             height_m = (lengths[:, 0] * height_path).sum(-1)  # (B,)
             size_px = f[:, 0] * height_m / xc[:, 2, root]
             sigma = (cfg.noise * size_px)[:, None, None] * noise_scale  # (B, 1, J)
-            sigma = sigma.expand(B, R, J).reshape(B, R * J)
-            nx, ny = pa.keypoint_noise((B, R * J), sigma, generator, cfg.outlier_prob).unbind(-1)
+            sigma = sigma.expand(B, RJ // J, J).reshape(B, RJ)
+            nx, ny = keypoint_noise((B, RJ), sigma, generator, cfg.outlier_prob).unbind(-1)
             rx, ry = rx + nx / f, ry + ny / f
         if cfg.normalize == "screen":  # VideoPose3D screen normalisation of the pixels
             w = size[:, 0, None]
             rx = (rx * f + K[:, 0, 2, None]) / w * 2 - 1
             ry = (ry * f + K[:, 1, 2, None]) / w * 2 - size[:, 1, None] / w
-        kp = torch.stack([rx, ry], -1).reshape(B, R, J, 2)
-        target = (xc - xc[:, :, root : root + 1]).transpose(1, 2).unsqueeze(1)  # (B, 1, J, 3)
-        if cfg.flip > 0:  # mirror the scene (camera x) and swap left/right joints
-            m = (torch.rand(B, generator=generator, device=dev) < cfg.flip)[:, None, None, None]
-            fi = sk.tensor("flip_index", dev)
-            kp = torch.where(m, kp.index_select(2, fi) * kp.new_tensor([-1.0, 1.0]), kp)
-            tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
-            target = torch.where(m, tf, target)
-        kp, mask = pa.drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
-        root_cam = xc[:, :, root]
-        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
-                "root": root_cam}  # fmt: skip
+        return rx, ry
 
 
 class SyntheticLiftingBatches:
@@ -397,7 +474,7 @@ class SyntheticLiftingBatches:
             B, generator=g, device=dev
         )
         jitter = cfg.time_jitter * (2 * torch.rand(B, R, generator=g, device=dev) - 1)
-        pos = pa.window_positions(centre, R, speed, jitter)
+        pos = window_positions(centre, R, speed, jitter)
         pos = torch.minimum(pos.clamp_min(0), (length - 1)[:, None].to(pos.dtype))
         lo = pos.floor()
         w = (pos - lo)[..., None, None]

@@ -181,6 +181,13 @@ def read_qca(path: str | os.PathLike, binning_factor: int = 1) -> Calibration:
     path = Path(path)
     if binning_factor < 1:
         raise ValueError(f"binning_factor must be >= 1, got {binning_factor}")
+    cameras = _qca_cameras(path)
+    records = [_qca_record(path, i, cam, binning_factor) for i, cam in enumerate(cameras)]
+    return _qca_calibration(path, records)
+
+
+def _qca_cameras(path: Path) -> list[ET.Element]:
+    """The video ``<camera>`` elements of a ``.qca.txt`` file."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as e:
@@ -193,52 +200,58 @@ def read_qca(path: str | os.PathLike, binning_factor: int = 1) -> Calibration:
     ]
     if not cameras:
         raise CalibrationError(f"{path}: no video <camera> under <cameras>")
-    records = []
-    for i, cam in enumerate(cameras):  # one record per camera (parsing, not a hot path)
-        name = cam.get("serial") or cam.get("name") or f"camera_{i}"
-        fov = _child(path, name, cam, "fov_video")
-        intr = _child(path, name, cam, "intrinsic")
-        tr = _child(path, name, cam, "transform")
-        scale = 1.0
-        res = cam.get("video_resolution")
-        if res is not None:
-            m = re.fullmatch(r"\s*(\d+)\s*p?\s*", res)
-            if m is None or int(m.group(1)) == 0:
-                raise CalibrationError(
-                    f"{path}: camera {name!r}: video_resolution={res!r} is not like '1080p'"
-                )
-            scale = int(m.group(1)) / 1080
-        left, top = _float(path, name, fov, "left"), _float(path, name, fov, "top")
-        right, bottom = _float(path, name, fov, "right"), _float(path, name, fov, "bottom")
-        if right < left or bottom < top:
-            raise CalibrationError(f"{path}: camera {name!r}: empty <fov_video> window")
-        sub = 64.0 * binning_factor  # sensor units: 64 subpixels per pixel
-        fu = _float(path, name, intr, "focalLengthU") / sub * scale
-        if intr.get("focalLengthV") is not None:
-            fv = _float(path, name, intr, "focalLengthV") / sub * scale
-        else:
-            fv = fu / _float(path, name, intr, "pixelAspectRatio")
-        cu = (_float(path, name, intr, "centerPointU") / sub - left) * scale
-        cv = (_float(path, name, intr, "centerPointV") / sub - top) * scale
-        keys = ("radialDistortion1", "radialDistortion2", "tangentalDistortion1")
-        k1, k2, p1 = (_float(path, name, intr, k) / sub for k in keys)
-        p2 = _float(path, name, intr, "tangentalDistortion2") / sub
-        k3 = 0.0
-        if intr.get("radialDistortion3") is not None:
-            k3 = _float(path, name, intr, "radialDistortion3") / sub
-        rq = [[_float(path, name, tr, f"r{i}{j}") for j in (1, 2, 3)] for i in (1, 2, 3)]
-        pos = [_float(path, name, tr, k) / 1000.0 for k in ("x", "y", "z")]
-        records.append(
-            {
-                "name": name,
-                "K": [[fu, 0.0, cu], [0.0, fv, cv], [0.0, 0.0, 1.0]],
-                "dist": [k1, k2, p1, p2, k3],
-                "Rq": rq,
-                "pos": pos,
-                "size": [(right - left + 1) / binning_factor * scale,
-                         (bottom - top + 1) / binning_factor * scale],
-            }
-        )  # fmt: skip
+    return cameras
+
+
+def _qca_record(path: Path, i: int, cam: ET.Element, binning_factor: int) -> dict:
+    """One camera (parsing, not a hot path): name, ``K``, ``dist``, Qualisys rotation ``Rq``,
+    position ``pos`` (metres) and image ``size``, as plain lists."""
+    name = cam.get("serial") or cam.get("name") or f"camera_{i}"
+    fov = _child(path, name, cam, "fov_video")
+    intr = _child(path, name, cam, "intrinsic")
+    tr = _child(path, name, cam, "transform")
+    scale = 1.0
+    res = cam.get("video_resolution")
+    if res is not None:
+        m = re.fullmatch(r"\s*(\d+)\s*p?\s*", res)
+        if m is None or int(m.group(1)) == 0:
+            raise CalibrationError(
+                f"{path}: camera {name!r}: video_resolution={res!r} is not like '1080p'"
+            )
+        scale = int(m.group(1)) / 1080
+    left, top = _float(path, name, fov, "left"), _float(path, name, fov, "top")
+    right, bottom = _float(path, name, fov, "right"), _float(path, name, fov, "bottom")
+    if right < left or bottom < top:
+        raise CalibrationError(f"{path}: camera {name!r}: empty <fov_video> window")
+    sub = 64.0 * binning_factor  # sensor units: 64 subpixels per pixel
+    fu = _float(path, name, intr, "focalLengthU") / sub * scale
+    if intr.get("focalLengthV") is not None:
+        fv = _float(path, name, intr, "focalLengthV") / sub * scale
+    else:
+        fv = fu / _float(path, name, intr, "pixelAspectRatio")
+    cu = (_float(path, name, intr, "centerPointU") / sub - left) * scale
+    cv = (_float(path, name, intr, "centerPointV") / sub - top) * scale
+    keys = ("radialDistortion1", "radialDistortion2", "tangentalDistortion1")
+    k1, k2, p1 = (_float(path, name, intr, k) / sub for k in keys)
+    p2 = _float(path, name, intr, "tangentalDistortion2") / sub
+    k3 = 0.0
+    if intr.get("radialDistortion3") is not None:
+        k3 = _float(path, name, intr, "radialDistortion3") / sub
+    rq = [[_float(path, name, tr, f"r{i}{j}") for j in (1, 2, 3)] for i in (1, 2, 3)]
+    pos = [_float(path, name, tr, k) / 1000.0 for k in ("x", "y", "z")]
+    return {
+        "name": name,
+        "K": [[fu, 0.0, cu], [0.0, fv, cv], [0.0, 0.0, 1.0]],
+        "dist": [k1, k2, p1, p2, k3],
+        "Rq": rq,
+        "pos": pos,
+        "size": [(right - left + 1) / binning_factor * scale,
+                 (bottom - top + 1) / binning_factor * scale],
+    }  # fmt: skip
+
+
+def _qca_calibration(path: Path, records: list[dict]) -> Calibration:
+    """The cameras' records (sorted by name) as a :class:`Calibration` in OpenCV's convention."""
     names = [r["name"] for r in records]
     if len(set(names)) != len(names):
         raise CalibrationError(f"{path}: duplicate camera serials {names}")

@@ -310,38 +310,8 @@ def warp_affine_indexed(
         work = torch.float32
     if images.device.type == "cpu" and work in (torch.float16, torch.bfloat16):
         work = torch.float32
-    # the tall image: (1, C, B * (H_in + 1), W_in), a zero row below each image
-    Ht = H_in + 1
-    tall = torch.empty(1, C, B * Ht, W_in, dtype=work, device=images.device)
-    rows = tall.view(C, B, Ht, W_in)
-    rows[:, :, H_in:].zero_()
-    view = rows[:, :, :H_in]
-    view.copy_(images.permute(1, 0, 2, 3))
-    if fill != 0.0:
-        view.sub_(fill)  # bilinear is linear: warp (x - fill) with zero border, add fill back
-    # One affine map per crop, output pixel -> tall-image [-1, 1] coordinates (the inverse
-    # warp, the shift to the crop's own image, the tall image's normalisation), composed in
-    # float64; each grid coordinate is then one broadcast add of a row and a column term.
-    f64 = torch.float64
-    Hs = B * Ht
-    theta = invert_affine(matrices.to(f64))
-    top = batch_index.to(f64) * Ht  # first row of each crop's image in the tall image
-    scale = constant((2 / W_in, 2 / Hs), images.device, f64).view(1, 2, 1)
-    theta = theta * scale
-    theta[:, 0, 2] += 1 / W_in - 1
-    theta[:, 1, 2] += (2 * top + 1) / Hs - 1
-    theta = theta.to(work)
-    X = torch.arange(W, device=images.device, dtype=work).view(1, 1, W)
-    Y = torch.arange(H, device=images.device, dtype=work).view(1, H, 1)
-    grid = torch.empty(K, H, W, 2, device=images.device, dtype=work)
-    for i in range(2):  # x, then y
-        t = theta[:, i, :, None, None]
-        torch.add(t[:, 0] * X, t[:, 1] * Y + t[:, 2], out=grid[..., i])
-    # a point whose two source rows leave its image (y <= -1 or y >= H_in) moves outside
-    lo = ((2 * (top - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
-    hi = ((2 * (top + H_in) + 1) / Hs - 1).to(work).view(K, 1, 1)
-    gy = grid[..., 1]
-    grid[..., 0].masked_fill_((gy <= lo) | (gy >= hi), -3.0)
+    tall = _tall_image(images, work, fill)
+    grid = _tall_grid(matrices, batch_index, B, (H_in, W_in), (H, W), work, images.device)
     grid = grid.view(1, K * H, W, 2)
     out = F.grid_sample(tall, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     out = out.view(C, K, H, W).transpose(0, 1)
@@ -351,6 +321,61 @@ def warp_affine_indexed(
         return out.to(out_dtype)
     info = torch.iinfo(out_dtype)
     return out.round().clamp_(info.min, info.max).to(out_dtype)
+
+
+def _tall_image(images: torch.Tensor, work: torch.dtype, fill: float) -> torch.Tensor:
+    """The tall image of :func:`warp_affine_indexed`: ``(1, C, B * (H_in + 1), W_in)``, a zero
+    row below each image."""
+    B, C, H_in, W_in = images.shape
+    Ht = H_in + 1
+    tall = torch.empty(1, C, B * Ht, W_in, dtype=work, device=images.device)
+    rows = tall.view(C, B, Ht, W_in)
+    rows[:, :, H_in:].zero_()
+    view = rows[:, :, :H_in]
+    view.copy_(images.permute(1, 0, 2, 3))
+    if fill != 0.0:
+        view.sub_(fill)  # bilinear is linear: warp (x - fill) with zero border, add fill back
+    return tall
+
+
+def _tall_grid(
+    matrices: torch.Tensor,
+    batch_index: torch.Tensor,
+    B: int,
+    size_in: tuple[int, int],
+    size: tuple[int, int],
+    work: torch.dtype,
+    device: torch.device,
+) -> torch.Tensor:
+    """The sampling grid ``(K, H, W, 2)`` of :func:`warp_affine_indexed` in the tall image's
+    ``[-1, 1]`` coordinates; points whose two source rows leave their own image are moved
+    outside the tall image."""
+    (H_in, W_in), (H, W) = size_in, size
+    K, Ht = matrices.shape[0], H_in + 1
+    # One affine map per crop, output pixel -> tall-image [-1, 1] coordinates (the inverse
+    # warp, the shift to the crop's own image, the tall image's normalisation), composed in
+    # float64; each grid coordinate is then one broadcast add of a row and a column term.
+    f64 = torch.float64
+    Hs = B * Ht
+    theta = invert_affine(matrices.to(f64))
+    top = batch_index.to(f64) * Ht  # first row of each crop's image in the tall image
+    scale = constant((2 / W_in, 2 / Hs), device, f64).view(1, 2, 1)
+    theta = theta * scale
+    theta[:, 0, 2] += 1 / W_in - 1
+    theta[:, 1, 2] += (2 * top + 1) / Hs - 1
+    theta = theta.to(work)
+    X = torch.arange(W, device=device, dtype=work).view(1, 1, W)
+    Y = torch.arange(H, device=device, dtype=work).view(1, H, 1)
+    grid = torch.empty(K, H, W, 2, device=device, dtype=work)
+    for i in range(2):  # x, then y
+        t = theta[:, i, :, None, None]
+        torch.add(t[:, 0] * X, t[:, 1] * Y + t[:, 2], out=grid[..., i])
+    # a point whose two source rows leave its image (y <= -1 or y >= H_in) moves outside
+    lo = ((2 * (top - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
+    hi = ((2 * (top + H_in) + 1) / Hs - 1).to(work).view(K, 1, 1)
+    gy = grid[..., 1]
+    grid[..., 0].masked_fill_((gy <= lo) | (gy >= hi), -3.0)
+    return grid
 
 
 def _check_index(name: str, index: torch.Tensor, n: int) -> None:

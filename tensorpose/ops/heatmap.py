@@ -445,27 +445,11 @@ def centernet_targets(
         ``joint_sub_offset (B, N, K, 2)`` (joint minus its integer position),
         ``joint_index (B, N, K)``. Masks are float.
     """
-    check_tensor("boxes", boxes, 3)
-    check_last_dims("boxes", boxes, (4,), "x1, y1, x2, y2")
-    _check_keypoints(keypoints, visibility)
-    B, N = boxes.shape[:2]
-    if keypoints.dim() != 4 or keypoints.shape[:2] != (B, N):
-        raise ValueError(
-            f"keypoints must have shape (B, N, K, 2) = ({B}, {N}, K, 2) like boxes, "
-            f"got {tuple(keypoints.shape)}"
-        )
-    if not isinstance(valid, torch.Tensor) or valid.shape != (B, N):
-        raise ValueError(f"valid must be a (B, N) = ({B}, {N}) tensor")
+    B, N = _check_objects(boxes, keypoints, visibility, valid)
     H, W = _size(size)
     K = keypoints.shape[2]
     f32 = torch.float32
-    lo = boxes.new_zeros(4)
-    hi = constant((W - 1, H - 1, W - 1, H - 1), boxes.device, boxes.dtype)
-    bb = torch.minimum(torch.maximum(boxes, lo), hi).to(f32)
-    w, h = bb[..., 2] - bb[..., 0], bb[..., 3] - bb[..., 1]
-    drawn = valid.bool() & (w > 0) & (h > 0)
-    r = gaussian_radius(torch.ceil(h).double(), torch.ceil(w).double(), min_overlap)
-    radius = torch.trunc(r).clamp(min=0).long()
+    bb, w, h, drawn, radius = _clipped_boxes(boxes, valid, H, W, min_overlap)
     ct = torch.stack([(bb[..., 0] + bb[..., 2]) / 2, (bb[..., 1] + bb[..., 3]) / 2], -1)
     ct_int = torch.trunc(ct)
     ct_long = ct_int.long()
@@ -473,14 +457,7 @@ def centernet_targets(
     labelled = (visibility.to(f32).sum(-1) > 0) & drawn
 
     kp = keypoints.to(f32)
-    j_in = (
-        (visibility > 0)
-        & drawn.unsqueeze(-1)
-        & (kp[..., 0] >= 0)
-        & (kp[..., 0] < W)
-        & (kp[..., 1] >= 0)
-        & (kp[..., 1] < H)
-    )
+    j_in = _joints_in_map(kp, visibility, drawn, H, W)
     jm = j_in.to(f32)
     pt_int = torch.trunc(kp) * jm.unsqueeze(-1)
     pt_long = pt_int.long()
@@ -511,6 +488,53 @@ def centernet_targets(
         "joint_sub_offset": (kp - pt_int) * jm.unsqueeze(-1),
         "joint_index": (pt_long[..., 1] * W + pt_long[..., 0]) * j_in,
     }
+
+
+def _check_objects(
+    boxes: torch.Tensor, keypoints: torch.Tensor, visibility: torch.Tensor, valid: torch.Tensor
+) -> tuple[int, int]:
+    """Argument checks of :func:`centernet_targets`; returns ``(B, N)``."""
+    check_tensor("boxes", boxes, 3)
+    check_last_dims("boxes", boxes, (4,), "x1, y1, x2, y2")
+    _check_keypoints(keypoints, visibility)
+    B, N = boxes.shape[:2]
+    if keypoints.dim() != 4 or keypoints.shape[:2] != (B, N):
+        raise ValueError(
+            f"keypoints must have shape (B, N, K, 2) = ({B}, {N}, K, 2) like boxes, "
+            f"got {tuple(keypoints.shape)}"
+        )
+    if not isinstance(valid, torch.Tensor) or valid.shape != (B, N):
+        raise ValueError(f"valid must be a (B, N) = ({B}, {N}) tensor")
+    return B, N
+
+
+def _clipped_boxes(
+    boxes: torch.Tensor, valid: torch.Tensor, H: int, W: int, min_overlap: float
+) -> tuple[torch.Tensor, ...]:
+    """Boxes clipped to the map (float32), their widths and heights, which are drawn, and the
+    reference's gaussian radius of each (``(B, N)`` each)."""
+    lo = boxes.new_zeros(4)
+    hi = constant((W - 1, H - 1, W - 1, H - 1), boxes.device, boxes.dtype)
+    bb = torch.minimum(torch.maximum(boxes, lo), hi).to(torch.float32)
+    w, h = bb[..., 2] - bb[..., 0], bb[..., 3] - bb[..., 1]
+    drawn = valid.bool() & (w > 0) & (h > 0)
+    r = gaussian_radius(torch.ceil(h).double(), torch.ceil(w).double(), min_overlap)
+    radius = torch.trunc(r).clamp(min=0).long()
+    return bb, w, h, drawn, radius
+
+
+def _joints_in_map(
+    kp: torch.Tensor, visibility: torch.Tensor, drawn: torch.Tensor, H: int, W: int
+) -> torch.Tensor:
+    """``(B, N, K)`` bool: labelled joints of drawn objects inside the ``H x W`` map."""
+    return (
+        (visibility > 0)
+        & drawn.unsqueeze(-1)
+        & (kp[..., 0] >= 0)
+        & (kp[..., 0] < W)
+        & (kp[..., 1] >= 0)
+        & (kp[..., 1] < H)
+    )
 
 
 def centernet_radius_bound(size: tuple[int, int], min_overlap: float = 0.7) -> int:

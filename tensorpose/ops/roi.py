@@ -119,17 +119,7 @@ def roi_align(
         >>> roi_align(f, torch.tensor([[0.0, 0.5, 0.5, 2.5, 2.5]]), 1, sampling_ratio=1)
         tensor([[[[5.]]]])
     """
-    check_tensor("features", features)
-    if features.dim() != 4:
-        raise ValueError(f"features must have shape (N, C, H, W), got {tuple(features.shape)}")
-    _check_rois(rois)
-    oh, ow = _output_size(output_size)
-    if isinstance(spatial_scale, bool) or not isinstance(spatial_scale, (int, float)):
-        raise TypeError(f"spatial_scale must be a number, got {type(spatial_scale).__name__}")
-    if not spatial_scale > 0:
-        raise ValueError(f"spatial_scale must be positive, got {spatial_scale}")
-    if isinstance(sampling_ratio, bool) or not isinstance(sampling_ratio, int):
-        raise TypeError(f"sampling_ratio must be an int, got {type(sampling_ratio).__name__}")
+    oh, ow = _check_roi_align(features, rois, output_size, spatial_scale, sampling_ratio)
     N, C, H, W = features.shape
     K = rois.shape[0]
     dt = features.dtype
@@ -145,14 +135,7 @@ def roi_align(
     if not aligned:
         rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
     bin_w, bin_h = rw / ow, rh / oh
-    if sampling_ratio > 0:
-        gh = gw = torch.full((K,), sampling_ratio, dtype=torch.long, device=features.device)
-        Gh = Gw = sampling_ratio
-    else:
-        gh, gw = torch.ceil(rh / oh).long(), torch.ceil(rw / ow).long()
-        # the batch's largest grid: a data-dependent shape, one host read
-        Gh = max(int(gh.max()), 0) if K else 0
-        Gw = max(int(gw.max()), 0) if K else 0
+    gh, gw, Gh, Gw = _grids(rh, rw, (oh, ow), sampling_ratio, features.device)
     iy, wy = _axis_samples(y1, bin_h, gh, oh, Gh, H)  # (K, oh, Gh, 2)
     ix, wx = _axis_samples(x1, bin_w, gw, ow, Gw, W)  # (K, ow, Gw, 2)
     # Separable: the sample grid of a bin is a product (iy x ix) and the border rule is per
@@ -166,6 +149,49 @@ def roi_align(
     flat = features.permute(0, 2, 3, 1).reshape(N * H * W, C)
     win = flat.index_select(0, rows.reshape(-1)).view(K, rows.shape[1], rows.shape[2], C)
     return torch.einsum("kpy,kyxc,kqx->kcpq", Ay / count, win, Ax)
+
+
+def _check_roi_align(
+    features: torch.Tensor,
+    rois: torch.Tensor,
+    output_size: int | tuple[int, int],
+    spatial_scale: float,
+    sampling_ratio: int,
+) -> tuple[int, int]:
+    """Argument checks of :func:`roi_align`; returns ``(oh, ow)``."""
+    check_tensor("features", features)
+    if features.dim() != 4:
+        raise ValueError(f"features must have shape (N, C, H, W), got {tuple(features.shape)}")
+    _check_rois(rois)
+    oh, ow = _output_size(output_size)
+    if isinstance(spatial_scale, bool) or not isinstance(spatial_scale, (int, float)):
+        raise TypeError(f"spatial_scale must be a number, got {type(spatial_scale).__name__}")
+    if not spatial_scale > 0:
+        raise ValueError(f"spatial_scale must be positive, got {spatial_scale}")
+    if isinstance(sampling_ratio, bool) or not isinstance(sampling_ratio, int):
+        raise TypeError(f"sampling_ratio must be an int, got {type(sampling_ratio).__name__}")
+    return oh, ow
+
+
+def _grids(
+    rh: torch.Tensor,
+    rw: torch.Tensor,
+    output_size: tuple[int, int],
+    sampling_ratio: int,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Samples per bin side of each region ``gh, gw (K,)`` and the batch's largest ``Gh, Gw``."""
+    oh, ow = output_size
+    K = rh.shape[0]
+    if sampling_ratio > 0:
+        gh = gw = torch.full((K,), sampling_ratio, dtype=torch.long, device=device)
+        Gh = Gw = sampling_ratio
+    else:
+        gh, gw = torch.ceil(rh / oh).long(), torch.ceil(rw / ow).long()
+        # the batch's largest grid: a data-dependent shape, one host read
+        Gh = max(int(gh.max()), 0) if K else 0
+        Gw = max(int(gw.max()), 0) if K else 0
+    return gh, gw, Gh, Gw
 
 
 def _axis_matrix(

@@ -14,17 +14,14 @@ from ..config import Config, ConfigError, config_to_dict, save_config
 from ..io.atomic import FolderLock
 from ..tasks import Task, build_task, get_task, unwrap
 from ..utils import seed_everything
+from .atomic_save import clean_temp_files
 from .checkpoint import (
     RESUME_KEYS,
     CheckpointError,
-    clean_temp_files,
-    freeze,
     load_checkpoint,
     load_weights,
     model_config_mismatch,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
 from .distributed import init_distributed, wrap_ddp
 from .folder import RunFolderError, check_run_name
@@ -32,6 +29,8 @@ from .interrupt import SignalCatcher
 from .logging import RunLog
 from .optim import build_optimizer, build_scheduler
 from .profiler import StepProfiler, trace_profiler
+from .rng import rng_state, set_rng_state
+from .state_dict import freeze
 
 __all__ = ["RESUMABLE", "Run", "setup"]
 

@@ -33,11 +33,11 @@ from torch import nn
 from ..config import Config
 from ..tasks import unwrap
 from ..utils import RunningMean
-from .checkpoint import export_safetensors
 from .distributed import barrier, reduce_mean
 from .interrupt import Interrupted, SignalCatcher
 from .profiler import DevicePrefetcher
 from .run import Run, setup
+from .state_dict import export_safetensors
 
 __all__ = ["TrainingStopped", "train"]
 

@@ -13,8 +13,9 @@ from tensorpose import metrics
 from tensorpose.data.mocap import load_bvh_sequences
 from tensorpose.data.synth import KinematicAugmenter, SynthConfig, SyntheticLiftingBatches
 from tensorpose.ops import bone_lengths
-from tensorpose.ops import poseaug as pa
 from tensorpose.ops.camera import normalize_screen, project
+from tensorpose.ops.poseaug_cameras import normalize_with_intrinsics
+from tensorpose.ops.poseaug_joints import H36M17_LIMITS, apply_rotations, joint_angles
 from tensorpose.skeleton import get_skeleton
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "synth_lift.yaml"
@@ -88,7 +89,7 @@ def test_keypoints_are_the_projection_of_the_joints(walk):
         joints = b["target"][:, 0] + b["root"][:, None]  # (B, J, 3) camera frame, centre frame
         px = project(joints, b["K"])
         if norm == "intrinsics":
-            want = pa.normalize_with_intrinsics(px, b["K"])
+            want = normalize_with_intrinsics(px, b["K"])
         else:  # per sample, its own image size
             want = torch.stack([normalize_screen(px[i], *b["size"][i].tolist()) for i in range(48)])
         assert torch.allclose(b["keypoints"][:, R // 2], want, atol=1e-5)
@@ -115,9 +116,9 @@ def test_target_bones_and_limits(walk):
     seqs, sk = walk
     sb = batches(walk, B=256, seed=3, flip=0.5)
     b = sb.sample()
-    ang = pa.joint_angles(b["target"][:, 0].double(), sk)
-    lo = torch.tensor([math.radians(v.lo_deg) for v in pa.H36M17_LIMITS.values()])
-    hi = torch.tensor([math.radians(v.hi_deg) for v in pa.H36M17_LIMITS.values()])
+    ang = joint_angles(b["target"][:, 0].double(), sk)
+    lo = torch.tensor([math.radians(v.lo_deg) for v in H36M17_LIMITS.values()])
+    hi = torch.tensor([math.radians(v.hi_deg) for v in H36M17_LIMITS.values()])
     assert bool((ang >= lo - 1e-4).all()) and bool((ang <= hi + 1e-4).all())
     bl = bone_len(batches(walk, B=256, seed=3, flip=0.0).sample()["target"][:, 0])
     for a, c in (("l_knee", "r_knee"), ("l_wrist", "r_wrist"), ("l_hip", "r_hip")):
@@ -131,7 +132,7 @@ def test_target_bones_and_limits(walk):
                     bone_group_scale=0.0, **CLEAN)  # fmt: skip
     win, lengths = plain.sample_windows()
     b = plain.augmenter(win, plain.generator, lengths)
-    src = pa.apply_rotations(win[:, R // 2], torch.tensor([1.0, 0, 0, 0]).expand(64, 11, 4), sk,
+    src = apply_rotations(win[:, R // 2], torch.tensor([1.0, 0, 0, 0]).expand(64, 11, 4), sk,
                              lengths=lengths[:, 0])  # fmt: skip
     src = src - src[:, :1]
     aligned = metrics.procrustes_align(src, b["target"][:, 0])

@@ -14,15 +14,10 @@ import torch
 from tensorpose.io.calibration import Calibration, load_calibration
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.ops import camera
-from tensorpose.ops.triangulate import (
-    _adjugate4,
-    dlt_normal_matrices,
-    reprojection_errors,
-    smallest_eigenvector,
-    triangulate_people,
-    triangulate_points,
-    weighted_dlt,
-)
+from tensorpose.ops.association import triangulate_people
+from tensorpose.ops.dlt import dlt_normal_matrices, reprojection_errors, weighted_dlt
+from tensorpose.ops.eigen4 import _adjugate4, smallest_eigenvector
+from tensorpose.ops.triangulate import triangulate_points
 
 CALIB = bundled_tracks()[0].parent / "Calib.qca.txt"
 INF = math.inf
@@ -405,7 +400,7 @@ def test_people_ragged_input_equals_padded(cal):
 def test_fixed_shape_path_equals_compacted_path(cal, monkeypatch, drop):
     """The path other devices take (every row at fixed shapes, no nonzero), run on CPU, gives
     the same results as CPU's compacted rows; leading dims of any rank."""
-    import tensorpose.ops.triangulate as tri
+    import tensorpose.ops._rows as tri
 
     kp = bundled_keypoints(slice(0, 100, 9))
     args = (cal.K, cal.dist, cal.R, cal.t)

@@ -22,19 +22,20 @@ import torch
 from torch import nn
 
 import tensorpose.train.checkpoint as ckpt
+import tensorpose.train.checksum as checksum
 from tensorpose.config import config_to_dict, load_config
 from tensorpose.inference import load_model
 from tensorpose.tasks import build_model
+from tensorpose.train.atomic_save import clean_temp_files
 from tensorpose.train.checkpoint import (
     EVAL_KEYS,
     RESUME_KEYS,
     CheckpointError,
-    clean_temp_files,
     load_checkpoint,
-    rng_state,
     save_checkpoint,
-    weights_checksum,
 )
+from tensorpose.train.checksum import weights_checksum
+from tensorpose.train.rng import rng_state
 
 
 def small_config(*extra):
@@ -212,16 +213,16 @@ def test_weights_checksum_is_canonical_and_sensitive(monkeypatch):
     with pytest.raises(TypeError, match=r"state\['a'\] must be a tensor"):
         weights_checksum({"a": [1.0]})
     # On a big-endian machine the little-endian bytes are hashed: byte-swapped data here.
-    monkeypatch.setattr(ckpt, "_BIG_ENDIAN", True)
+    monkeypatch.setattr(checksum, "_BIG_ENDIAN", True)
     for v in (x, torch.complex(x, -x), torch.arange(7, dtype=torch.int16)):
         swapped = torch.from_numpy(v.numpy().byteswap())
-        monkeypatch.setattr(ckpt, "_BIG_ENDIAN", False)
+        monkeypatch.setattr(checksum, "_BIG_ENDIAN", False)
         expected = weights_checksum({"v": swapped})
-        monkeypatch.setattr(ckpt, "_BIG_ENDIAN", True)
+        monkeypatch.setattr(checksum, "_BIG_ENDIAN", True)
         assert weights_checksum({"v": v}) == expected
     u = torch.arange(9, dtype=torch.uint8)
     on_big = weights_checksum({"u": u})
-    monkeypatch.setattr(ckpt, "_BIG_ENDIAN", False)
+    monkeypatch.setattr(checksum, "_BIG_ENDIAN", False)
     assert weights_checksum({"u": u}) == on_big  # single bytes: nothing to swap
 
 

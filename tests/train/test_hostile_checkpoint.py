@@ -29,10 +29,9 @@ from tensorpose.train.checkpoint import (
     CheckpointError,
     load_checkpoint,
     load_weights,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
+from tensorpose.train.rng import rng_state, set_rng_state
 
 pytestmark = pytest.mark.skipif(
     not hasattr(signal, "SIGALRM") or not hasattr(os, "mkfifo"), reason="needs POSIX"

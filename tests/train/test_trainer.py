@@ -23,13 +23,12 @@ from tensorpose.tasks import build_model, unwrap
 from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import (
     CheckpointError,
-    clean_state_dict,
-    freeze,
     load_checkpoint,
     load_weights,
     save_checkpoint,
 )
 from tensorpose.train.profiler import verdict
+from tensorpose.train.state_dict import clean_state_dict, freeze
 from tensorpose.train.trainer import TrainingStopped, train
 
 ROOT = Path(__file__).resolve().parents[2]
