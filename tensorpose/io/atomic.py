@@ -21,12 +21,15 @@ end:
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
 import signal
 import socket
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -78,7 +81,9 @@ class FolderLock:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                self._check_stale()
+                if self._check_stale(me):
+                    self.held = True
+                    return self
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(me)
@@ -86,28 +91,53 @@ class FolderLock:
             return self
         raise FolderInUseError(f"{self.path}: could not take the folder's lock")
 
-    def _check_stale(self) -> None:
-        try:
-            text = self.path.read_text().split()
-        except FileNotFoundError:
-            return
-        pid = int(text[0]) if text and text[0].isdigit() else None
-        host = text[1] if len(text) > 1 else socket.gethostname()
-        if pid is not None and (host != socket.gethostname() or _alive(pid)):
-            raise FolderInUseError(
-                f"folder {self.path.parent} is in use by process {pid} on {host} (lock file "
-                f"{self.path}); wait for it to finish, or remove the lock file if that process "
-                "is gone"
-            )
-        self.say(
-            f"folder {self.path.parent}: taking over the stale lock of process "
-            f"{pid if pid is not None else '?'} (no longer running)"
+    def _in_use(self, pid: int | None, host: str) -> FolderInUseError:
+        return FolderInUseError(
+            f"folder {self.path.parent} is in use by process {pid if pid is not None else '?'} "
+            f"on {host} (lock file {self.path}); wait for it to finish, or remove the lock file "
+            "if that process is gone"
         )
+
+    def _check_stale(self, me: str) -> bool:
+        """Raise FolderInUseError if the lock's process runs; else take the lock over in place
+        (True), or False when the lock went away (try again). The decision is made holding an
+        ``flock`` of the lock file, so two processes never both take over one stale lock."""
         try:
-            self.path.unlink()
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return False
         except OSError as e:
-            if e.errno != errno.ENOENT:
+            if e.errno != errno.ELOOP:
                 raise
+            self.path.unlink()  # a symlink planted at the lock's name: removed, not followed
+            return False
+        with os.fdopen(fd, "r+") as f:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another process is taking it over right now
+                raise self._in_use(None, socket.gethostname()) from None
+            try:
+                st = os.stat(self.path, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            if (st.st_dev, st.st_ino) != (os.fstat(fd).st_dev, os.fstat(fd).st_ino):
+                return False  # released and created anew meanwhile
+            text = f.read().split()
+            pid = int(text[0]) if text and text[0].isdigit() else None
+            host = text[1] if len(text) > 1 else socket.gethostname()
+            if pid is not None and (host != socket.gethostname() or _alive(pid)):
+                raise self._in_use(pid, host)
+            if not text and time.time() - st.st_mtime < 10:  # being created: content follows
+                raise self._in_use(None, host)
+            self.say(
+                f"folder {self.path.parent}: taking over the stale lock of process "
+                f"{pid if pid is not None else '?'} (no longer running)"
+            )
+            f.seek(0)
+            f.truncate()
+            f.write(me)
+            f.flush()
+        return True
 
     def release(self) -> None:
         if self.held:
@@ -180,16 +210,27 @@ def recover_staging(out_dir: str | os.PathLike) -> list[Path]:
 
 
 class _DeferSignals:
-    """SIGINT and SIGTERM wait until the block ends (main thread only)."""
+    """SIGINT and SIGTERM wait until the block ends (main thread only). Python's handlers are
+    swapped for a recorder (blocking the signals in this thread alone is not enough: with other
+    threads running, the kernel hands the signal to one of them and Python's handler still runs
+    here); the signals received are handed to the old handlers on leaving."""
 
     def __enter__(self) -> None:
-        self.mask = None
-        if hasattr(signal, "pthread_sigmask"):
-            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        self.old: dict[int, object] = {}
+        self.got: list[int] = []
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self.old[s] = signal.signal(s, lambda n, _f: self.got.append(n))
 
     def __exit__(self, *exc: object) -> None:
-        if self.mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        for s, old in self.old.items():
+            signal.signal(s, old if old is not None else signal.SIG_DFL)
+        for n in dict.fromkeys(self.got):
+            old = self.old[n]
+            if callable(old):
+                old(n, None)
+            elif old in (signal.SIG_DFL, None):
+                signal.raise_signal(n)
 
 
 class OutputFolder:
@@ -230,28 +271,44 @@ class OutputFolder:
         self.names = list(names)
         self.say = say
         for n in self.names:
-            if Path(n).name != n or n in (".", "..", LOCK_NAME) or n.startswith(STAGING_PREFIX):
+            if (
+                not n
+                or Path(n).name != n
+                or n in (".", "..", LOCK_NAME, JOURNAL, JOURNAL + ".tmp", OLD)
+                or n.startswith((STAGING_PREFIX, LOCK_NAME + "."))
+            ):
                 raise ValueError(f"output name must be one file or folder name, got {n!r}")
         check_outside_inputs(self.out_dir, inputs, flag)
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise ValueError(f"{flag} {self.out_dir}: exists and is not a folder")
-        existing = [self.out_dir / n for n in self.names if (self.out_dir / n).exists()]
-        if whole_folder and self.out_dir.is_dir() and any(self.out_dir.iterdir()):
-            existing = existing or [self.out_dir]
-        if existing and not overwrite:
-            raise ValueError(
-                f"{existing[0]} exists: pass --overwrite to replace the outputs, or choose "
-                f"another {flag}"
-            )
+        self.overwrite, self.flag, self.whole_folder = overwrite, flag, whole_folder
+        self._check_existing()
         self.staging: Path | None = None
         self.lock: FolderLock | None = None
         self.committed: list[Path] = []
+
+    def _check_existing(self) -> None:
+        """Without ``overwrite``, refuse an output that exists (a symlink, even a dangling one,
+        counts)."""
+        if self.overwrite:
+            return
+        hits = [p for p in (self.out_dir / n for n in self.names) if p.exists() or p.is_symlink()]
+        if self.whole_folder and self.out_dir.is_dir() and not hits:
+            ours = (LOCK_NAME, STAGING_PREFIX)
+            if any(not p.name.startswith(ours) for p in self.out_dir.iterdir()):
+                hits = [self.out_dir]
+        if hits:
+            raise ValueError(
+                f"{hits[0]} exists: pass --overwrite to replace the outputs, or choose "
+                f"another {self.flag}"
+            )
 
     def __enter__(self) -> OutputFolder:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.lock = FolderLock(self.out_dir, self.say).acquire()
         try:
             recover_staging(self.out_dir)
+            self._check_existing()  # again: a rolled-forward commit or a command meanwhile
             self.staging = Path(
                 tempfile.mkdtemp(prefix=STAGING_PREFIX, suffix=STAGING_SUFFIX, dir=self.out_dir)
             )
@@ -290,7 +347,11 @@ class OutputFolder:
     def __exit__(self, *exc: object) -> None:
         try:
             if self.staging is not None:
-                shutil.rmtree(self.staging, ignore_errors=True)
+                if (self.staging / JOURNAL).is_file():  # committed: complete it, never undo
+                    with _DeferSignals():
+                        _finish(self.out_dir, self.staging)
+                else:
+                    shutil.rmtree(self.staging, ignore_errors=True)
                 self.staging = None
         finally:
             if self.lock is not None:

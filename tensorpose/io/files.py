@@ -13,6 +13,14 @@ MAX_FILE_BYTES = 2 << 30
 """Default largest input file (2 GiB)."""
 
 
+def _size(n: int) -> str:
+    """``n`` bytes, readable and never hiding a small limit (``0 MiB``)."""
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k} {unit}"
+    return f"{n / 2**20:.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
 def check_regular_file(
     path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: str = "file"
 ) -> Path:
@@ -35,8 +43,7 @@ def check_regular_file(
         )
     if st.st_size > max_bytes:
         raise ValueError(
-            f"{path}: {st.st_size / 2**20:.0f} MiB, over the {max_bytes / 2**20:.0f} MiB limit "
-            f"for a {what}"
+            f"{path}: {_size(st.st_size)}, over the {_size(max_bytes)} limit for a {what}"
         )
     return path
 
@@ -49,7 +56,7 @@ def read_bytes(
     with open(path, "rb") as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:  # grew while being read
-        raise ValueError(f"{path}: over the {max_bytes / 2**20:.0f} MiB limit for a {what}")
+        raise ValueError(f"{path}: over the {_size(max_bytes)} limit for a {what}")
     return data
 
 
