@@ -145,7 +145,7 @@ def test_smooth(tmp_path, capsys):
         assert not (tmp_path / f"out_{name}").exists()  # nothing written
     src = bad_openpose(tmp_path / "again")["frame_named_folder"]
     code, err = run(capsys, "smooth", str(src), "--out", str(src / "sub"))
-    assert code == 2 and "raw tracks would be overwritten" in one_line(err, src)
+    assert code == 2 and "the input would be overwritten" in one_line(err, src)
     code, err = run(capsys, "smooth", str(src), "--layout", "BODY_99")
     assert code == 2 and "BODY_25B" in one_line(err)
 

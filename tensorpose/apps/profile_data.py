@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..config import Config, load_config
 from ..diagnose import DataProfile, model_step_time, profile_config
-from ..tasks import build_model, get_task
+from ..tasks import build_model, require_capability
 from ..train.distributed import resolve_device
 
 __all__ = ["profile_data", "summary"]
@@ -28,11 +28,7 @@ def profile_data(
         ValueError: a config whose task has no top-down image pipeline to profile.
     """
     cfg = load_config(config, overrides)
-    if "profile_data" not in get_task(cfg.task).capabilities:
-        raise ValueError(
-            f"{config}: profile-data diagnoses top-down 2D configs (heatmap, deeppose), not task "
-            f"{cfg.task!r}"
-        )
+    require_capability(cfg.task, "profile_data", f"{config}: profile-data")
     step = None
     if model_step:
         step = model_step_time(build_model(cfg), cfg.train.batch_size,

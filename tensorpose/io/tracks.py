@@ -25,7 +25,7 @@ import torch
 
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
 from .files import read_text
-from .openpose import found, link_tracks, read_openpose_detections
+from .openpose import OpenPoseError, found, link_tracks, read_openpose_detections
 
 __all__ = ["Detections", "Keypoints2D", "Tracks", "read_detections", "read_person", "read_tracks"]
 
@@ -152,7 +152,12 @@ def _read_coco_results(path: Path) -> list[np.ndarray]:
         data = json.loads(read_text(path, MAX_JSON_BYTES, "COCO results file"))
     except (RecursionError, ValueError) as e:
         raise ValueError(f"{path}: not a JSON file: {e}") from None
-    if isinstance(data, dict) and "annotations" in data:
+    if isinstance(data, dict) and "annotations" not in data:
+        raise OpenPoseError(
+            f"{path}: is a file, expected a folder of per-frame OpenPose JSON or a COCO results "
+            "list"
+        )
+    if isinstance(data, dict):
         data = data["annotations"]
     if not isinstance(data, list) or not data:
         raise ValueError(f"{path}: expected a non-empty list of {{image_id, keypoints, score}}")
@@ -243,7 +248,10 @@ def read_detections(
         everyone = everyone.masked_fill(~found(everyone)[..., None], float("nan"))
         lay, reason = _layout_of(everyone, layout, src)
         return Detections(frames, lay, reason, "coco")
-    raise ValueError(f"{src}: expected an OpenPose JSON folder, a COCO results .json or an .npz")
+    raise OpenPoseError(
+        f"{src}: is a file, expected a folder of per-frame OpenPose JSON, a COCO results .json "
+        "or an .npz"
+    )
 
 
 def read_tracks(

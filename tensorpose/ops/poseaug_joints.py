@@ -388,8 +388,8 @@ def rotate_joints(
         ``(..., J, 3)``.
 
     Example:
-        >>> from tensorpose import skeletons
-        >>> sk = skeletons.get("h36m17")
+        >>> from tensorpose.skeleton import get_skeleton
+        >>> sk = get_skeleton("h36m17")
         >>> x = torch.randn(4, 17, 3, dtype=torch.float64)
         >>> g = torch.Generator().manual_seed(0)
         >>> y = rotate_joints(x, sample_joint_angles((4,), g, dtype=torch.float64), sk)

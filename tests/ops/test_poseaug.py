@@ -39,10 +39,6 @@ from tensorpose.ops.poseaug_joints import (
     rotate_joints,
     sample_joint_angles,
 )
-
-f64 = torch.float64
-SK = skeletons.get("h36m17")
-LIMITS = H36M17_LIMITS
 from tensorpose.skeleton import get_skeleton
 
 f64 = torch.float64
