@@ -2,8 +2,9 @@
 # Run every user-facing command on the bundled data and print one sha256 per output file, so
 # that two checkouts can be compared (a restructure must not move any number):
 #   scripts/identity_outputs.sh OUT_DIR > hashes.txt     (then diff two such files)
-# An npz is hashed per array (its zip entries carry a time stamp). Covers: the demo's metrics.json and steps.csv, eval-wild (JSON), triangulate's NPZ and TRC,
-# lift's NPZ and TRC on cam01..cam04, predict's results.json on the bundled COCO images (a
+# An npz is hashed per array (its zip entries carry a time stamp), metrics.json without its
+# wall time. Covers: the demo's metrics.json and steps.csv, eval-wild (JSON), triangulate's NPZ
+# and TRC, lift's NPZ and TRC on cam01..cam04, predict's results.json on the bundled COCO images (a
 # 2-epoch heatmap run trained here), smooth's whole output folder.
 set -euo pipefail
 out=$(realpath -m "$1")
@@ -12,7 +13,6 @@ B=tensorpose/assets/tracks/openpose_body25b
 C=$B/Calib.qca.txt
 tp() { tensorpose "$@" > /dev/null; }
 tp demo --quiet --out "$out" --name demo
-tp eval-wild $B --calib $C --json > /dev/null
 tensorpose eval-wild $B --calib $C --json > "$out/eval_wild.json"
 tp triangulate $B --calib $C --fps 60 --out "$out/tri"
 for c in 1 2 3 4; do
@@ -23,8 +23,10 @@ tp predict tensorpose/assets/coco/images --checkpoint "$out/runs/hm/best.pt" \
     --boxes tensorpose/assets/coco/person_keypoints.json --out "$out/predict" --quiet
 tp smooth $B --method rts --fps 60 --out "$out/smooth"
 python - "$out" <<'PYEOF'
-"""One sha256 per output file; an npz's per array (its zip entries carry a time stamp)."""
+"""One sha256 per output file; an npz's per array (its zip entries carry a time stamp), the
+demo's metrics.json without its wall time."""
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -43,6 +45,10 @@ for p in sorted(files):
                 a = z[k]
                 h = hashlib.sha256(str((a.dtype, a.shape)).encode() + a.tobytes()).hexdigest()
                 print(h, f"{rel}:{k}")
+    elif p.name == "metrics.json":
+        m = json.loads(p.read_text())
+        m.pop("seconds", None)
+        print(hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest(), rel)
     else:
         print(hashlib.sha256(p.read_bytes()).hexdigest(), rel)
 PYEOF

@@ -143,6 +143,13 @@ def lift(
             _write_video(outputs.path(f"{name}.mp4"), video, r, skel_in, lifter.skeleton_out,
                          fps_used, progress)  # fmt: skip
         written = outputs.commit()
+    return _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence,
+                   out_dir, written, t0)  # fmt: skip
+
+
+def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence, out_dir,
+            written, t0) -> dict[str, Any]:  # fmt: skip
+    """What :func:`lift` did (see its Returns)."""
     return {
         "input": str(src),
         "kind": kp.kind,
@@ -150,7 +157,7 @@ def lift(
         "layout_reason": kp.layout_reason,
         "tracks": kp.track_frames,
         "person": kp.person,
-        "frames": T,
+        "frames": kp.keypoints.shape[0],
         "joints": lifter.skeleton_out.num_joints,
         "bridged_joints": r["bridged_joints"],
         "bridged_frames": r["bridged_frames"],

@@ -154,6 +154,22 @@ def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> ValueError:
     )
 
 
+def _run(input, pose, detector, dets, names, staged, batch_size, box_threshold, bar) -> dict:
+    """Decode, find people and stage the outputs, batch by batch; the counts."""
+    counts = {"frames": 0, "people": 0, "matched": False, "ids": []}
+    for fb in iter_frames(input, batch_size, names):
+        images, size = pad_frames(fb.images, pose.device)
+        people, hit = _people(pose, detector, dets, fb, images, size, box_threshold,
+                              4 * batch_size)  # fmt: skip
+        staged.add(fb, people)
+        counts["matched"] |= hit
+        counts["frames"] += len(fb.images)
+        counts["people"] += sum(len(p["scores"]) for p in people)
+        counts["ids"] += fb.image_ids
+        bar.update(len(fb.images))
+    return counts
+
+
 @torch.no_grad()
 def predict(
     input: str | Path,
@@ -214,32 +230,23 @@ def predict(
     fps = (video_info(input)[1] or 30.0) if video else 30.0
     total = count_frames(input)
     which = {"coco": coco, "openpose": openpose, "draw": draw}
-    frames_done, people_count, matched, ids_seen = 0, 0, False, []
     bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}")
     try:
         with outputs:
-            staged = _Staged(
-                outputs, stem, video, fps, which, min_score, min_keypoint_score, pose.skeleton
-            )
-            for fb in iter_frames(input, batch_size, names):
-                images, size = pad_frames(fb.images, pose.device)
-                people, hit = _people(pose, detector, dets, fb, images, size, box_threshold,
-                                      4 * batch_size)  # fmt: skip
-                staged.add(fb, people)
-                matched |= hit
-                frames_done += len(fb.images)
-                people_count += sum(len(p["scores"]) for p in people)
-                ids_seen += fb.image_ids
-                bar.update(len(fb.images))
-            if boxes is not None and not matched:
-                raise _no_match(boxes, frames_done, ids_seen, dets)
+            staged = _Staged(outputs, stem, video, fps, which, min_score, min_keypoint_score,
+                             pose.skeleton)  # fmt: skip
+            counts = _run(input, pose, detector, dets, names, staged, batch_size, box_threshold,
+                          bar)  # fmt: skip
+            if boxes is not None and not counts["matched"]:
+                raise _no_match(boxes, counts["frames"], counts["ids"], dets)
             staged.finish()
             written = outputs.commit()
     finally:
         bar.close()
     keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
     done = {keys.get(p.name, "pictures"): p for p in written}
-    return PredictResult(frames_done, people_count, time.perf_counter() - t0, done, ids_seen)
+    return PredictResult(counts["frames"], counts["people"], time.perf_counter() - t0, done,
+                         counts["ids"])  # fmt: skip
 
 
 def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
