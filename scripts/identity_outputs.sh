@@ -2,8 +2,8 @@
 # Run every user-facing command on the bundled data and print one sha256 per output file, so
 # that two checkouts can be compared (a restructure must not move any number):
 #   scripts/identity_outputs.sh OUT_DIR > hashes.txt     (then diff two such files)
-# An npz is hashed per array (its zip entries carry a time stamp), metrics.json without its
-# wall time. Covers: the demo's metrics.json and steps.csv, eval-wild (JSON), triangulate's NPZ
+# An npz is hashed per array (its zip entries carry a time stamp), metrics.json and steps.csv
+# without their timings, eval-wild's JSON without the checkout's path. Covers: the demo's metrics.json and steps.csv, eval-wild (JSON), triangulate's NPZ
 # and TRC, lift's NPZ and TRC on cam01..cam04, predict's results.json on the bundled COCO images (a
 # 2-epoch heatmap run trained here), smooth's whole output folder.
 set -euo pipefail
@@ -24,7 +24,7 @@ tp predict tensorpose/assets/coco/images --checkpoint "$out/runs/hm/best.pt" \
 tp smooth $B --method rts --fps 60 --out "$out/smooth"
 python - "$out" <<'PYEOF'
 """One sha256 per output file; an npz's per array (its zip entries carry a time stamp), the
-demo's metrics.json without its wall time."""
+demo's metrics.json and steps.csv without their timings, eval-wild without the checkout path."""
 import hashlib
 import json
 import sys
@@ -45,10 +45,14 @@ for p in sorted(files):
                 a = z[k]
                 h = hashlib.sha256(str((a.dtype, a.shape)).encode() + a.tobytes()).hexdigest()
                 print(h, f"{rel}:{k}")
-    elif p.name == "metrics.json":
+    elif p.name in ("metrics.json", "eval_wild.json"):  # less wall time and checkout path
         m = json.loads(p.read_text())
         m.pop("seconds", None)
+        m["model"] = Path(m.get("model", "")).name
         print(hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest(), rel)
+    elif p.name == "steps.csv":  # less its samples/s (a timing)
+        rows = [line.split(",")[:-1] for line in p.read_text().splitlines()]
+        print(hashlib.sha256(str(rows).encode()).hexdigest(), rel)
     else:
         print(hashlib.sha256(p.read_bytes()).hexdigest(), rel)
 PYEOF
