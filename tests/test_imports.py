@@ -110,3 +110,26 @@ def test_find_cycle_reports_the_cycle():
 def test_no_import_cycles():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_imports_point_one_way():
+    """Nothing below the commands imports a command: ``apps`` and ``cli`` are imported by
+    ``cli`` alone; ``ops`` imports only ``ops`` and ``skeleton``; ``io`` and ``viz`` never
+    import ``apps``, ``tasks``, ``train`` or ``inference``."""
+    graph = import_graph()
+    top = ("tensorpose.apps", "tensorpose.cli", "tensorpose.__main__")
+    wrong = []
+    for name, targets in graph.items():
+        for t in targets:
+            if t.startswith(top) and not name.startswith(top):
+                wrong.append(f"{name} -> {t}")
+            if name.startswith("tensorpose.ops") and not (
+                t.startswith("tensorpose.ops") or t == "tensorpose.skeleton"
+            ):
+                wrong.append(f"{name} -> {t}")
+            below = name.startswith("tensorpose.io") or name == "tensorpose.viz"
+            if below and t.startswith(
+                ("tensorpose.apps", "tensorpose.tasks", "tensorpose.train", "tensorpose.inference")
+            ):
+                wrong.append(f"{name} -> {t}")
+    assert not wrong, wrong
