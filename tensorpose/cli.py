@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -501,6 +503,14 @@ def _os_error(e: OSError) -> str:
     return str(e.args[-1]) if e.args else e.strerror
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that its outputs are cleaned up as for Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command. Errors caused by the input (a file that cannot be read or parsed, a bad
     setting or checkpoint, a full disk) print one line naming the file and return 2; a stopped
@@ -510,16 +520,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .train.interrupt import Interrupted
     from .train.trainer import TrainingStopped
 
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return int(args.func(args) or 0)
+    except _Terminated:
+        print(f"tensorpose {args.command}: terminated (SIGTERM); every output is complete, "
+              "the earlier one or the new one", file=sys.stderr)  # fmt: skip
+        return 143
     except Interrupted as e:
         print(f"tensorpose {args.command}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"tensorpose {args.command}: interrupted; no output was changed by this run",
-              file=sys.stderr)  # fmt: skip
+        print(f"tensorpose {args.command}: interrupted (Ctrl-C); every output is complete, the "
+              "earlier one or the new one", file=sys.stderr)  # fmt: skip
         return 130
     except TrainingStopped as e:
         if args.debug:
@@ -533,6 +549,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"tensorpose {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from .io.files import read_text
+
 __all__ = [
     "DEFAULT_TASK",
     "Config",
@@ -439,10 +441,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
     raw: dict = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"config file {str(path)!r} not found")
+        text = read_text(path, 16 << 20, "config file")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: not valid YAML: {e}") from None
         if not isinstance(raw, dict):

@@ -121,8 +121,11 @@ def load_lifter(
             )
         checkpoint = found[0]
     path = Path(checkpoint)
+    if not path.exists():
+        raise FileNotFoundError(f"--checkpoint {path}: no such file")
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        raise ValueError(f"--checkpoint {path}: is a folder or not a regular file, expected a "
+                         "lifting checkpoint.pt or a VideoPose3D .bin")  # fmt: skip
     h36m = get_skeleton("h36m17")
     if path.suffix == ".bin":
         from .io.videopose3d import load_videopose3d

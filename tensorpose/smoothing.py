@@ -79,7 +79,7 @@ def smooth_tracks(
             "low_confidence": int(tracks.low_confidence.sum()),
             "jitter_raw": float(jitter(raw)),
             "jitter_smoothed": float(jitter(sm.masked_fill(raw.isnan(), float("nan")))),
-            "lag": float(lag(raw, sm)),
+            "lag": float(lag(raw, sm, max_lag=min(10, T - 1))) if T > 1 else 0.0,
         },
         raw,
         sm,

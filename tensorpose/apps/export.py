@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..inference import load_model
-from ..io.atomic import OutputFolder
-from ..io.onnx import MIN_OPSET, ExportModule, check_onnx, export_onnx
+from ..io.atomic import OutputFolder, check_outside_inputs
+from ..io.onnx import MIN_OPSET, ExportModule, check_onnx, check_opset, export_onnx
 from ..tasks import tasks_with
 
 __all__ = ["export_checkpoint", "summary"]
@@ -41,6 +41,7 @@ def export_checkpoint(
     Raises:
         ValueError: a checkpoint of a task that is not exported (lifting), naming the file.
     """
+    check_opset(opset)
     task, model, cfg, _ = load_model(checkpoint, "cpu")
     if "export" not in task.capabilities:
         raise ValueError(
@@ -56,8 +57,8 @@ def export_checkpoint(
     elif decoding == "centernet":
         kwargs.update(k=cfg.model.top_k, joint_threshold=cfg.model.joint_threshold)
     path = Path(out) if out is not None else Path(checkpoint).with_suffix(".onnx")
-    with OutputFolder(path.parent, [path.name], inputs=[checkpoint], overwrite=overwrite,
-                      flag="--out") as outputs:  # fmt: skip
+    check_outside_inputs(path, [checkpoint])  # the output is one file, beside the checkpoint
+    with OutputFolder(path.parent, [path.name], overwrite=overwrite) as outputs:
         export_onnx(model, outputs.path(path.name), shape, decoding, opset, **kwargs)
         error = check_onnx(outputs.path(path.name), model, shape, (1, 3), decoding, **kwargs)
         outputs.commit()

@@ -91,6 +91,9 @@ def smooth_folder(
     done = []  # read, smooth and check everything first: nothing is written on an error
     for folder in inputs:  # a few camera folders
         tracks = read_tracks(folder, layout, min_confidence)
+        if tracks.num_tracks == 0:
+            raise ValueError(f"{folder}: no person with a detected keypoint in any frame: "
+                             "nothing to smooth")  # fmt: skip
         entry, raw, sm = smooth_tracks(tracks, settings)
         pick = _pick(tracks, raw, joint, track) if joint is not None else None
         if pick is not None:

@@ -21,6 +21,7 @@ import torch
 from ..ops.kinematics import forward_kinematics
 from ..ops.rotations import euler_to_matrix
 from ..skeleton import Skeleton
+from .files import check_regular_file
 
 __all__ = [
     "CMU_UNIT_M",
@@ -33,6 +34,9 @@ __all__ = [
     "get_mapping",
     "load_bvh",
 ]
+
+MAX_BVH_BYTES = 1 << 30
+"""Largest BVH file read (1 GiB)."""
 
 CMU_UNIT_M = 0.0254 / 0.45
 """One CMU BVH length unit in metres (inches / 0.45, the ASF convention): 0.05644 m."""
@@ -488,6 +492,7 @@ def load_bvh(path: str | os.PathLike) -> Motion:
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BVHError(f"{path}: is a folder, expected a BVH file")
+    check_regular_file(path, MAX_BVH_BYTES, "BVH file")
     try:
         with open(path, encoding="utf-8", errors="strict") as f:
             text = f.read()

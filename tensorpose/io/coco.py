@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import read_bytes, read_text
+
 __all__ = [
     "CocoError",
     "CocoKeypoints",
@@ -57,6 +59,9 @@ __all__ = [
     "read_coco_json",
     "write_coco_results",
 ]
+
+MAX_JSON_BYTES = 1 << 30
+"""Largest COCO annotation, results or detections file read (1 GiB)."""
 
 
 class CocoError(ValueError):
@@ -199,10 +204,9 @@ def read_coco_json(path: str | Path) -> dict:
     path = Path(path)
     if path.is_dir():
         raise CocoError(f"{path}: is a folder, expected a COCO annotation JSON file")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such COCO annotation file")
+    data = read_bytes(path, MAX_JSON_BYTES, "COCO annotation file")
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(data)
     except json.JSONDecodeError as e:
         raise CocoError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except UnicodeDecodeError as e:
@@ -644,12 +648,13 @@ def load_detections(
             ``image_id``/``bbox``/``score`` (the message names the file and the entry).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such boxes file")
+    text = read_text(path, MAX_JSON_BYTES, "boxes file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
     names: dict[str, int] = {}
     if isinstance(data, dict):
         if not isinstance(data.get("annotations"), list):

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .files import read_text
+
 __all__ = ["TRC", "TRCError", "read_trc", "write_csv", "write_npz", "write_trc"]
 
 _KEYS = ["DataRate", "CameraRate", "NumFrames", "NumMarkers", "Units", "OrigDataRate",
@@ -167,7 +169,7 @@ def read_trc(path: str | os.PathLike) -> TRC:
         TRCError: a malformed header or data line (the message names the file and line).
     """
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_text(path, 1 << 30, "TRC file").splitlines()
 
     def fail(line: int, why: str) -> TRCError:
         return TRCError(f"{path}:{line}: {why}")

@@ -41,7 +41,7 @@ from torch import nn
 from ..models.deeppose import denormalize_coords
 from ..ops.heatmap import centernet_decode, decode_heatmaps
 
-__all__ = ["DECODINGS", "MIN_OPSET", "ExportModule", "check_onnx", "export_onnx"]
+__all__ = ["DECODINGS", "MIN_OPSET", "ExportModule", "check_onnx", "check_opset", "export_onnx"]
 
 DECODINGS = (None, "heatmap", "centernet", "regression")
 MIN_OPSET = 18
@@ -210,6 +210,21 @@ def _quiet():
             lg.setLevel(level)
 
 
+def check_opset(opset: int) -> None:
+    """Raises ValueError naming ``--opset`` unless torch's exporter implements ``opset``."""
+    from torch.onnx._constants import ONNX_MAX_OPSET
+
+    if (
+        isinstance(opset, bool)
+        or not isinstance(opset, int)
+        or not (MIN_OPSET <= opset <= ONNX_MAX_OPSET)
+    ):
+        raise ValueError(
+            f"--opset must be an integer in {MIN_OPSET}..{ONNX_MAX_OPSET} (the opsets torch's ONNX "
+            f"exporter implements), got {opset!r}"
+        )
+
+
 def export_onnx(
     model: nn.Module,
     path: str | Path,
@@ -243,11 +258,7 @@ def export_onnx(
             output does not fit the decoding.
         RuntimeError: the exporter failed or wrote another opset (the message says why).
     """
-    if isinstance(opset, bool) or not isinstance(opset, int) or opset < MIN_OPSET:
-        raise ValueError(
-            f"opset must be an int >= {MIN_OPSET} (torch's ONNX exporter implements no lower "
-            f"opset), got {opset!r}"
-        )
+    check_opset(opset)
     try:
         import onnx
     except ImportError as e:  # pragma: no cover - depends on the environment

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout
+from .files import read_bytes
 
 __all__ = [
     "COCO17_INDEX",
@@ -51,6 +52,9 @@ __all__ = [
 
 BUNDLED_FPS = 60.0
 """Frame rate of the bundled tracks (the pose2sim demo session is configured at 60 fps)."""
+
+MAX_FRAME_BYTES = 64 << 20
+"""Largest OpenPose frame file read (64 MiB)."""
 
 MAX_COORDINATE = 1e7
 """Largest accepted ``|x|``, ``|y|`` or confidence in a file (no image is that large)."""
@@ -130,9 +134,9 @@ def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
 
 
 def _parse_frame(path: Path) -> list[np.ndarray]:
+    text = read_bytes(path, MAX_FRAME_BYTES, "OpenPose frame file")
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(text.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise OpenPoseError(f"{path}: not UTF-8 text: {e}") from None
     except ValueError as e:  # JSONDecodeError, or an integer with too many digits
@@ -196,7 +200,7 @@ def read_openpose_detections(
         ignored += len(people) - len(kept)
         frames.append(np.stack(kept) if kept else None)
     if K is None:
-        raise OpenPoseError(f"{folder}: no person in any frame; pass layout= to read it")
+        raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
     frames = [f if f is not None else np.zeros((0, K, 3)) for f in frames]
     if layout is not None:
         reason = f"{layout} as given"

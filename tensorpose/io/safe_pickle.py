@@ -46,15 +46,20 @@ from typing import Any, BinaryIO, ClassVar
 import numpy as np
 import torch
 
+from .files import check_regular_file
+
 __all__ = [
     "RANDOM_STATE_GLOBALS",
     "RestrictedUnpickler",
     "UnsafePickleError",
     "load_npz",
+    "refuse_torchscript",
     "safe_loads",
     "torch_load",
 ]
 
+MAX_TORCH_BYTES = 4 << 30
+"""Largest torch file read (4 GiB)."""
 _MAX_HEADER = 1 << 20  # .npy header bytes accepted (numpy's own limit is 10000 without pickles)
 
 
@@ -641,6 +646,25 @@ def _tensor_globals() -> dict[str, Any]:
     }
 
 
+def refuse_torchscript(path: str | Path) -> None:
+    """Refuse a TorchScript archive: ``torch.load`` hands one to ``torch.jit.load``, which runs
+    the archive's compiled code (its ``__setstate__``) while loading.
+
+    Raises:
+        UnsafePickleError: naming the file.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # not a zip archive: the legacy format, read by the restricted unpickler
+    if any(n == "constants.pkl" or n.endswith("/constants.pkl") for n in names):
+        raise UnsafePickleError(
+            f"{path}: a TorchScript archive (compiled code), not a checkpoint: refused, "
+            "TorchScript is never loaded from a file"
+        )
+
+
 def torch_load(
     path: str | Path,
     *,
@@ -655,10 +679,13 @@ def torch_load(
     dtypes this module refuses.
 
     Raises:
-        UnsafePickleError: a refused global (naming the file and the global).
-        ValueError: not a readable torch file (naming the file).
+        UnsafePickleError: a refused global or a TorchScript archive (naming the file).
+        ValueError: not a regular file, over the size limit, or not a readable torch file
+            (naming the file).
     """
     source = str(path)
+    check_regular_file(path, MAX_TORCH_BYTES, "model file")
+    refuse_torchscript(path)
     admitted = {**_tensor_globals(), **(extra_globals or {})}
 
     class Unpickler(RestrictedUnpickler):

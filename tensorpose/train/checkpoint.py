@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..io.safe_pickle import refuse_torchscript
 from .atomic_save import save_atomic
 from .checkpoint_checks import _check_entries, _Invalid, _is_int
 from .checksum import _state_checksum, weights_checksum
@@ -176,6 +177,7 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
         raise CheckpointError(f"{path}: is {kind}, not a checkpoint file")
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: the file is empty, not a checkpoint")
+    refuse_torchscript(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
