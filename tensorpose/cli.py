@@ -523,6 +523,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
+        if getattr(args, "device", None) is not None:  # checked first, named as the flag
+            from .train.distributed import resolve_device
+
+            resolve_device(args.device, what="--device")
         return int(args.func(args) or 0)
     except _Terminated:
         print(f"tensorpose {args.command}: terminated (SIGTERM); every output is complete, "

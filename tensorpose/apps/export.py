@@ -42,6 +42,8 @@ def export_checkpoint(
         ValueError: a checkpoint of a task that is not exported (lifting), naming the file.
     """
     check_opset(opset)
+    path = Path(out) if out is not None else Path(checkpoint).with_suffix(".onnx")
+    check_outside_inputs(path, [checkpoint])  # the output is one file, beside the checkpoint
     task, model, cfg, _ = load_model(checkpoint, "cpu")
     if "export" not in task.capabilities:
         raise ValueError(
@@ -56,8 +58,6 @@ def export_checkpoint(
         kwargs["method"] = cfg.model.decode
     elif decoding == "centernet":
         kwargs.update(k=cfg.model.top_k, joint_threshold=cfg.model.joint_threshold)
-    path = Path(out) if out is not None else Path(checkpoint).with_suffix(".onnx")
-    check_outside_inputs(path, [checkpoint])  # the output is one file, beside the checkpoint
     with OutputFolder(path.parent, [path.name], overwrite=overwrite) as outputs:
         export_onnx(model, outputs.path(path.name), shape, decoding, opset, **kwargs)
         error = check_onnx(outputs.path(path.name), model, shape, (1, 3), decoding, **kwargs)

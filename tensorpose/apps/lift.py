@@ -62,6 +62,22 @@ def _calibration_camera(calib: str | os.PathLike, camera: str | None):
     return cal.K[c].double(), cal.dist[c].double(), (w, h)
 
 
+def _check_inside_image(keypoints: torch.Tensor, size, src: Path) -> None:
+    """Most keypoints must lie within one image size of the image: else the image size (or
+    the calibration) does not belong to these keypoints."""
+    if size is None:
+        return
+    xy = keypoints[..., :2]
+    xy = xy[torch.isfinite(xy).all(-1)]
+    wh = xy.new_tensor([float(size[0]), float(size[1])])
+    far = ((xy < -wh) | (xy > 2 * wh)).any(-1).double().mean() if len(xy) else xy.new_zeros(())
+    if float(far) > 0.5:
+        raise ValueError(
+            f"{src}: {float(far):.0%} of the keypoints lie more than one image size outside the "
+            f"{size[0]}x{size[1]} image: check --size, or --calib/--camera"
+        )
+
+
 def _check_video(video: str | os.PathLike, frames: int, size) -> None:
     """The video's frame count must equal ``frames`` and its size the image size."""
     try:
@@ -131,6 +147,7 @@ def lift(
         K, dist, size = _calibration_camera(calib, camera)
     size = size if size is not None else kp.size
     fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
+    _check_inside_image(kp.keypoints, size, src)
     T = kp.keypoints.shape[0]
     if video is not None:
         _check_video(video, T, size)

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from ..io.atomic import OutputFolder
-from ..io.openpose import openpose_folders, write_openpose
+from ..io.openpose import frame_files, openpose_folders, write_openpose
 from ..io.tracks import Tracks, read_tracks
 from ..layouts import LAYOUTS
 from ..smoothing import FilterSettings, smooth_tracks
@@ -101,6 +101,8 @@ def smooth_folder(
         done.append((folder, {"folder": folder.name, **entry}, tracks, raw, sm, pick))
     if single:  # the frames go straight into the output folder
         names = [f.name for f in done[0][2].files] + list(pictures.values())
+        if overwrite and out_root.is_dir():  # frames of an earlier, longer run go too
+            names += [f.name for f in frame_files(out_root) if f.name not in names]
     else:
         names = frames_dirs + list(pictures.values())
     outputs = OutputFolder(out_root, names, inputs=[src], overwrite=overwrite, whole_folder=True)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
-from .files import read_text
+from .files import check_regular_file, read_text
 from .openpose import OpenPoseError, found, link_tracks, read_openpose_detections
 
 __all__ = ["Detections", "Keypoints2D", "Tracks", "read_detections", "read_person", "read_tracks"]
@@ -171,10 +171,12 @@ def _read_coco_results(path: Path) -> list[np.ndarray]:
         if not kp or len(kp) % 3 or (K is not None and len(kp) != 3 * K):
             want = f"{3 * K}" if K is not None else "a multiple of 3"
             raise ValueError(f"{path}: entry {i} has {len(kp)} keypoint values, expected {want}")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in kp):
+            raise ValueError(f"{path}: entry {i}: keypoints are not all numbers")
         try:
             arr = np.asarray(kp, dtype=np.float64).reshape(-1, 3)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{path}: entry {i}: keypoints are not all numbers") from None
+        except OverflowError:
+            raise ValueError(f"{path}: entry {i}: a keypoint value is too large") from None
         if not np.isfinite(arr).all():
             raise ValueError(f"{path}: entry {i}: keypoints are not all finite")
         K = arr.shape[0]
@@ -238,6 +240,7 @@ def read_detections(
     if src.is_dir():
         frames, files, lay, reason, ignored = read_openpose_detections(src, layout, progress)
         return Detections(frames, lay, reason, "openpose", files, ignored)
+    check_regular_file(src, MAX_JSON_BYTES, "keypoint file")
     if src.suffix.lower() == ".npz":
         arr, fps, size = _read_npz(src)
         lay, reason = _layout_of(torch.from_numpy(arr), layout, src)

@@ -16,8 +16,11 @@ from torch import nn
 __all__ = ["barrier", "init_distributed", "reduce_max", "reduce_mean", "resolve_device", "wrap_ddp"]
 
 
-def resolve_device(name: str | torch.device, local_rank: int = 0) -> torch.device:
-    """``auto`` (CUDA ``local_rank`` when available, else CPU) or a torch device name.
+def resolve_device(
+    name: str | torch.device, local_rank: int = 0, what: str = "train.device"
+) -> torch.device:
+    """``auto`` (CUDA ``local_rank`` when available, else CPU) or a torch device name;
+    ``what`` names the setting in messages (``train.device``, ``--device``).
 
     Raises:
         ValueError: not a device name, or CUDA asked for but not available.
@@ -27,9 +30,9 @@ def resolve_device(name: str | torch.device, local_rank: int = 0) -> torch.devic
     try:
         dev = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"train.device: not a device name: {name!r}") from None
+        raise ValueError(f"{what}: not a device name: {name!r}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"train.device is {name!r} but CUDA is not available")
+        raise ValueError(f"{what} is {name!r} but CUDA is not available on this machine")
     return dev
 
 
