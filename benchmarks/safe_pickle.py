@@ -7,7 +7,7 @@ Contenders on the same files, side by side in one process:
   ``np.load(allow_pickle=True)`` (the baseline) vs ``tensorpose.io.safe_pickle.load_npz``
   (pure-Python restricted unpickler);
 * a checkpoint in VideoPose3D's layout with the published 243-frame, 1024-channel model:
-  ``torch.load(weights_only=False)`` (the baseline) vs ``safe_pickle.torch_load``.
+  ``torch.load(weights_only=False)`` (the baseline) vs ``torch_file.torch_load``.
 
 Median of ``--repeats`` runs after warm-up (file cache warm); the contenders of a case take
 turns run by run, so that load from other processes on a shared CPU hits both alike. Writes
@@ -31,7 +31,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import base_parser, print_table, times, write_json
-from tensorpose.io.safe_pickle import RANDOM_STATE_GLOBALS, load_npz, torch_load
+from tensorpose.io.safe_pickle import RANDOM_STATE_GLOBALS, load_npz
+from tensorpose.io.torch_file import torch_load
 
 SHAPES = (
     Path(__file__).resolve().parent.parent / "tests/data/videopose3d/pretrained_243_shapes.json"
@@ -88,7 +89,7 @@ def main() -> None:
             "torch.load(weights_only=False)": lambda: torch.load(
                 ckpt, map_location="cpu", weights_only=False
             ),
-            "safe_pickle.torch_load": lambda: torch_load(ckpt, extra_globals=RANDOM_STATE_GLOBALS),
+            "torch_file.torch_load": lambda: torch_load(ckpt, extra_globals=RANDOM_STATE_GLOBALS),
         }
         for case, contenders in cases.items():
             runs: dict[str, list[float]] = {name: [] for name in contenders}

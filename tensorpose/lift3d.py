@@ -205,6 +205,11 @@ def predict_joints(lifter: Lifter, x: torch.Tensor, flip: bool = False) -> torch
     input ``x (T, J_in, 2)``; with ``flip`` the average with the mirrored input's prediction
     (x negated about the normalised 0, left/right joints swapped in and out)."""
     x = x.to(lifter.device, torch.float32)
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(
+            "the 2D keypoints do not fit in float32 after normalisation (values far outside the "
+            "image): check --size or --calib/--camera and the keypoint file"
+        )
     out_skel = lifter.skeleton_out
     if lifter.kind == "videopose3d":
         fin = get_skeleton(lifter.joints_in).flip_index if flip else None

@@ -79,6 +79,7 @@ class _Marker(torch.nn.Module):
         return x + 1
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("command", ["lift", "eval-wild"])
 def test_a_torchscript_model_file_is_refused_before_torch_jit_load(
     command, cam, tmp_path, capsys, monkeypatch
@@ -99,6 +100,7 @@ def test_a_torchscript_model_file_is_refused_before_torch_jit_load(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_torchscript_archive_is_no_tensorpose_checkpoint(tmp_path, monkeypatch, capsys):
     bad = tmp_path / "best.pt"
     torch.jit.save(torch.jit.script(_Marker()), str(bad))
@@ -253,6 +255,11 @@ def test_nonsense_gets_one_line_naming_the_flag(ckpt, cam, tmp_path, capsys):
     assert "--device" in error(capsys, [*lift, "--size", "1920x1080", "--device", "cuda:99"])
     assert "is a folder" in error(capsys, ["lift", str(cam), "--checkpoint", str(ckpt.parent),
                                            "--size", "1920x1080", "--out", str(out)])  # fmt: skip
+    kp = np.random.default_rng(0).uniform(0, 100, (30, 17, 3))
+    kp[..., 2], kp[3, 4, :2] = 1.0, 1e300  # one value far beyond float32
+    np.savez(tmp_path / "huge.npz", keypoints=kp, width=640, height=480)
+    argv = ["lift", str(tmp_path / "huge.npz"), "--layout", "H36M_17", "--checkpoint", str(ckpt)]
+    assert "far outside the image" in error(capsys, [*argv, "--out", str(out)])
     tri = ["triangulate", str(TRACKS), "--calib", str(CALIB), "--out", str(out)]
     assert "--max-reprojection-px" in error(capsys, [*tri, "--max-reprojection-px", "nan"])
     assert "--fps" in error(capsys, [*tri, "--fps", "0"])

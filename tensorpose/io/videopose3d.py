@@ -3,7 +3,7 @@
 VideoPose3D saves ``torch.save({"epoch", "lr", "random_state", "optimizer", "model_pos",
 "model_traj", "random_state_semi"})``; ``model_pos`` is the state dict of its ``TemporalModel``
 (its strided training model, ``TemporalModelOptimized1f``, has the same keys).
-:func:`load_videopose3d` reads the file with :func:`tensorpose.io.safe_pickle.torch_load` (no code
+:func:`load_videopose3d` reads the file with :func:`tensorpose.io.torch_file.torch_load` (no code
 from the file runs: ``random_state`` is a pickled ``numpy.random.RandomState``, which
 ``torch.load(weights_only=True)`` refuses), infers the architecture from the state dict
 (:func:`infer_architecture`) and loads it into :class:`tensorpose.models.lifter.VideoPose3DLifter`,
@@ -50,7 +50,8 @@ import torch
 
 from ..models.lifter import VideoPose3DLifter
 from ..ops.camera import normalize_screen
-from .safe_pickle import RANDOM_STATE_GLOBALS, torch_load
+from .safe_pickle import RANDOM_STATE_GLOBALS
+from .torch_file import torch_load
 
 __all__ = [
     "VideoPose3DLifter",

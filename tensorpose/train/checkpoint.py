@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..io.safe_pickle import refuse_torchscript
+from ..io.torch_file import refuse_torchscript
 from .atomic_save import save_atomic
 from .checkpoint_checks import _check_entries, _Invalid, _is_int
 from .checksum import _state_checksum, weights_checksum

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.io.safe_pickle import RANDOM_STATE_GLOBALS, UnsafePickleError, torch_load
+from tensorpose.io.safe_pickle import RANDOM_STATE_GLOBALS, UnsafePickleError
+from tensorpose.io.torch_file import torch_load
 from tensorpose.io.videopose3d import (
     VideoPose3DLifter,
     infer_architecture,
