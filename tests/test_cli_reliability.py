@@ -263,6 +263,9 @@ def test_nonsense_gets_one_line_naming_the_flag(ckpt, cam, tmp_path, capsys):
     tri = ["triangulate", str(TRACKS), "--calib", str(CALIB), "--out", str(out)]
     assert "--max-reprojection-px" in error(capsys, [*tri, "--max-reprojection-px", "nan"])
     assert "--fps" in error(capsys, [*tri, "--fps", "0"])
+    smooth = ["smooth", str(cam), "--out", str(out)]
+    assert "--fps" in error(capsys, [*smooth, "--fps", "1e-300"])
+    assert "--process-noise" in error(capsys, [*smooth, "--process-noise", "-1"])
     assert not out.exists()
 
 

@@ -113,6 +113,14 @@ class _Staged:
             self.outputs.path("drawn").mkdir(exist_ok=True)
 
 
+def _check_options(batch_size: int, box_threshold: float, min_score: float) -> None:
+    if not (isinstance(batch_size, int) and 1 <= batch_size <= 4096):
+        raise ValueError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
+    for flag, v in (("--box-threshold", box_threshold), ("--min-score", min_score)):
+        if not 0 <= v <= 1:  # NaN fails too
+            raise ValueError(f"{flag} must be in [0, 1], got {v!r}")
+
+
 def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
     topdown = pose.kind != "centernet"
     if topdown and (boxes is None) == (detector is None):
@@ -218,6 +226,7 @@ def predict(
 
     t0 = time.perf_counter()
     input = Path(input)
+    _check_options(batch_size, box_threshold, min_score)
     _check_models(pose, boxes, detector)
     if not input.exists():
         raise FileNotFoundError(f"{input}: no such image, folder or video")

@@ -150,7 +150,9 @@ def _read_coco_results(path: Path) -> list[np.ndarray]:
     """Per frame (sorted ``image_id``) ``(P_t, K, 3)`` detections of a COCO results file."""
     try:
         data = json.loads(read_text(path, MAX_JSON_BYTES, "COCO results file"))
-    except (RecursionError, ValueError) as e:
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
+    except ValueError as e:
         raise ValueError(f"{path}: not a JSON file: {e}") from None
     if isinstance(data, dict) and "annotations" not in data:
         raise OpenPoseError(
