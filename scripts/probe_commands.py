@@ -258,8 +258,9 @@ def cases():
         cam, ck, out = camera(d), lift_checkpoint(d), d / "out"
         out.mkdir()
         (out / "cam01_json.mp4").write_bytes(b"old video")
-        return ["lift", str(cam), "--checkpoint", str(ck), "--size", "1920x1088", "--out",
-                str(out), "--overwrite", "--quiet"], [cam], [], [out / "cam01_json.mp4"]  # fmt: skip
+        argv = ["lift", str(cam), "--checkpoint", str(ck), "--size", "1920x1088", "--out",
+                str(out), "--overwrite", "--quiet"]  # fmt: skip
+        return argv, [cam], [], [out / "cam01_json.mp4"]
 
     @c("stale outputs", "smooth --overwrite after a longer recording")
     def _(d):

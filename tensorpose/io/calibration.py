@@ -26,6 +26,14 @@ Pose2Sim's ``.toml`` has one table per camera with ``name``, ``size = [w, h]``,
 ``matrix`` (3 x 3), ``distortions = [k1, k2, p1, p2]`` (``k3`` optional), ``rotation``
 (Rodrigues vector), ``translation`` (metres) and ``fisheye = false``, plus a ``[metadata]``
 table. :func:`write_toml` writes the same layout (a round trip gives the same tensors).
+
+Hostile files are refused with one line naming the file (and the camera and key): anything but
+a regular file of at most 16 MiB (:data:`MAX_CALIBRATION_BYTES`), XML with a ``<!DOCTYPE>`` or
+``<!ENTITY>`` declaration (checked before the tree is built: no entity is ever expanded), TOML
+nested too deeply or with integers too large for a float, and every camera is checked by
+:func:`tensorpose.io.calibration_checks.check_cameras` (focal lengths, ``K``'s form, principal
+point, distortion, rotation, translation, image size, duplicated cameras: the bounds are listed
+there) in ``Calibration.__post_init__``, so no ``Calibration`` holds nonsense.
 """
 
 from __future__ import annotations
@@ -36,13 +44,16 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from xml.parsers import expat
 
 import torch
 
 from ..ops.rotations import axis_angle_to_matrix, matrix_to_axis_angle
+from .calibration_checks import DIST_NAMES, check_cameras
+from .files import check_regular_file, read_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +61,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "MAX_CALIBRATION_BYTES",
     "Calibration",
     "CalibrationError",
     "load_calibration",
@@ -59,8 +71,37 @@ __all__ = [
 ]
 
 
+MAX_CALIBRATION_BYTES = 16 << 20
+"""Largest calibration file read (16 MiB; real ones are a few KiB)."""
+
+
 class CalibrationError(ValueError):
     """A calibration file could not be read; the message names the file and the camera/key."""
+
+
+# How the checked quantities are called in each file format (see check_cameras).
+_QCA_KEYS = {
+    "size": "<fov_video>",
+    "K": "<intrinsic>",
+    "focal": "<intrinsic> focalLengthU, focalLengthV",
+    "skew": "<intrinsic>",
+    "principal": "<intrinsic> centerPointU, centerPointV",
+    "dist": tuple(f"<intrinsic> {k}" for k in (
+        "radialDistortion1", "radialDistortion2", "tangentalDistortion1",
+        "tangentalDistortion2", "radialDistortion3")),
+    "R": "<transform> r11..r33",
+    "t": "<transform> x, y, z",
+}  # fmt: skip
+_TOML_KEYS = {
+    "size": "size",
+    "K": "matrix",
+    "focal": "matrix",
+    "skew": "matrix",
+    "principal": "matrix",
+    "dist": tuple(f"distortions ({k})" for k in DIST_NAMES),
+    "R": "rotation",
+    "t": "translation",
+}
 
 
 @dataclass
@@ -103,6 +144,8 @@ class Calibration:
                 )
         if len(set(self.names)) != C:
             raise ValueError(f"Calibration.names must be unique, got {self.names}")
+        where = str(self.source) if self.source is not None else "Calibration"
+        check_cameras(self.names, self.K, self.dist, self.R, self.t, self.size, where)
 
     @property
     def num_cameras(self) -> int:
@@ -155,7 +198,9 @@ def _float(path: Path, camera: str, element: ET.Element, key: str) -> float:
             f"{path}: camera {camera!r}: <{element.tag}> {key}={raw!r} is not a number"
         ) from None
     if not math.isfinite(value):
-        raise CalibrationError(f"{path}: camera {camera!r}: <{element.tag}> {key}={raw!r}")
+        raise CalibrationError(
+            f"{path}: camera {camera!r}: <{element.tag}> {key}={raw!r} is not finite"
+        )
     return value
 
 
@@ -175,8 +220,11 @@ def read_qca(path: str | os.PathLike, binning_factor: int = 1) -> Calibration:
 
     Raises:
         FileNotFoundError: no such file.
-        CalibrationError: malformed XML, no video camera, a missing or non-numeric attribute
-            (the message names the file, the camera and the attribute).
+        CalibrationError: not a regular file of at most 16 MiB, malformed XML or XML with a
+            ``<!DOCTYPE>``/``<!ENTITY>`` declaration, no video camera, a missing or
+            non-numeric attribute, a camera out of the bounds of
+            :mod:`tensorpose.io.calibration_checks` (the message names the file, the camera
+            and the attribute).
     """
     path = Path(path)
     if binning_factor < 1:
@@ -186,10 +234,45 @@ def read_qca(path: str | os.PathLike, binning_factor: int = 1) -> Calibration:
     return _qca_calibration(path, records)
 
 
+def _read(path: Path) -> bytes:
+    """The bytes of a calibration file (a regular file of at most 16 MiB)."""
+    try:
+        return read_bytes(path, MAX_CALIBRATION_BYTES, "calibration file")
+    except FileNotFoundError:
+        raise
+    except ValueError as e:
+        raise CalibrationError(str(e)) from None
+
+
+def _refuse_declarations(path: Path, data: bytes) -> None:
+    """Refuse XML with a ``<!DOCTYPE>`` or ``<!ENTITY>`` declaration before anything is expanded
+    (an entity-expansion bomb): expat stops at the declaration's start, in any encoding."""
+
+    def refuse(*_args) -> None:
+        raise CalibrationError(
+            f"{path}: XML with a <!DOCTYPE> or <!ENTITY> declaration: entity declarations are "
+            "not accepted in a calibration file"
+        )
+
+    if re.search(rb"<!\s*(DOCTYPE|ENTITY)", data, re.IGNORECASE):
+        refuse()
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as e:
+        raise CalibrationError(
+            f"{path}: malformed XML at line {e.lineno}, column {e.offset}"
+        ) from None
+
+
 def _qca_cameras(path: Path) -> list[ET.Element]:
     """The video ``<camera>`` elements of a ``.qca.txt`` file."""
+    data = _read(path)
+    _refuse_declarations(path, data)
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(data)
     except ET.ParseError as e:
         line, col = e.position
         raise CalibrationError(f"{path}: malformed XML at line {line}, column {col}") from None
@@ -213,10 +296,10 @@ def _qca_record(path: Path, i: int, cam: ET.Element, binning_factor: int) -> dic
     scale = 1.0
     res = cam.get("video_resolution")
     if res is not None:
-        m = re.fullmatch(r"\s*(\d+)\s*p?\s*", res)
+        m = re.fullmatch(r"\s*([0-9]{1,6})\s*p?\s*", res)
         if m is None or int(m.group(1)) == 0:
             raise CalibrationError(
-                f"{path}: camera {name!r}: video_resolution={res!r} is not like '1080p'"
+                f"{path}: camera {name!r}: video_resolution={_short(res, 40)} is not like '1080p'"
             )
         scale = int(m.group(1)) / 1080
     left, top = _float(path, name, fov, "left"), _float(path, name, fov, "top")
@@ -228,7 +311,12 @@ def _qca_record(path: Path, i: int, cam: ET.Element, binning_factor: int) -> dic
     if intr.get("focalLengthV") is not None:
         fv = _float(path, name, intr, "focalLengthV") / sub * scale
     else:
-        fv = fu / _float(path, name, intr, "pixelAspectRatio")
+        aspect = _float(path, name, intr, "pixelAspectRatio")
+        if not aspect > 0:
+            raise CalibrationError(
+                f"{path}: camera {name!r}: <intrinsic> pixelAspectRatio={aspect:g} must be > 0"
+            )
+        fv = fu / aspect
     cu = (_float(path, name, intr, "centerPointU") / sub - left) * scale
     cv = (_float(path, name, intr, "centerPointV") / sub - top) * scale
     keys = ("radialDistortion1", "radialDistortion2", "tangentalDistortion1")
@@ -258,24 +346,36 @@ def _qca_calibration(path: Path, records: list[dict]) -> Calibration:
     records.sort(key=lambda r: _natural_key(r["name"]))
     f64 = torch.float64
     Rq = torch.tensor([r["Rq"] for r in records], dtype=f64)
-    det = torch.linalg.det(Rq)
-    orth = (Rq @ Rq.transpose(-1, -2) - torch.eye(3, dtype=f64)).abs().amax((-1, -2))
-    bad = ((det - 1).abs() > 1e-4) | (orth > 1e-4)
-    if bool(bad.any()):
-        name = records[int(bad.nonzero()[0, 0])]["name"]
-        raise CalibrationError(f"{path}: camera {name!r}: <transform> r11..r33 is not a rotation")
-    R = torch.diag(torch.tensor([1.0, -1.0, -1.0], dtype=f64)) @ Rq
+    R = torch.diag(torch.tensor([1.0, -1.0, -1.0], dtype=f64)) @ Rq  # a rotation iff Rq is one
     pos = torch.tensor([r["pos"] for r in records], dtype=f64)
     t = -(R @ pos.unsqueeze(-1)).squeeze(-1)
-    return Calibration(
-        names=[r["name"] for r in records],
-        K=torch.tensor([r["K"] for r in records], dtype=f64),
-        dist=torch.tensor([r["dist"] for r in records], dtype=f64),
-        R=R,
-        t=t,
-        size=torch.tensor([r["size"] for r in records], dtype=f64),
-        source=path,
-    )
+    fields = {
+        "names": [r["name"] for r in records],
+        "K": torch.tensor([r["K"] for r in records], dtype=f64),
+        "dist": torch.tensor([r["dist"] for r in records], dtype=f64),
+        "R": R,
+        "t": t,
+        "size": torch.tensor([r["size"] for r in records], dtype=f64),
+    }
+    _check(path, fields, [f"camera {n!r}:" for n in fields["names"]], _QCA_KEYS)
+    return Calibration(**fields, source=path)
+
+
+def _check(path: Path, fields: dict, labels: list[str], keys: Mapping[str, object]) -> None:
+    """:func:`check_cameras` with the file's names for cameras and keys."""
+    try:
+        check_cameras(**fields, where=str(path), labels=labels, keys=keys)
+    except ValueError as e:
+        raise CalibrationError(str(e)) from None
+
+
+def _short(value: object, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a message stays one readable line)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond the digit limit of str()
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _numbers(path: Path, table: str, key: str, value: object, shape: tuple) -> list:
@@ -288,12 +388,17 @@ def _numbers(path: Path, table: str, key: str, value: object, shape: tuple) -> l
     def walk(v: object, dims: tuple) -> object:
         if not dims:
             if isinstance(v, bool) or not isinstance(v, int | float):
+                raise fail(f"got {_short(v)}")
+            try:
+                x = float(v)
+            except OverflowError:  # an integer beyond the float range (e.g. 10**400)
+                digits = int(v.bit_length() * 0.30103) + 1
+                raise fail(f"got an integer of about {digits} digits, too large") from None
+            if not math.isfinite(x):
                 raise fail(f"got {v!r}")
-            if not math.isfinite(v):
-                raise fail(f"got {v!r}")
-            return float(v)
+            return x
         if not isinstance(v, list) or len(v) != dims[0]:
-            raise fail(f"got {value!r}")
+            raise fail(f"got {_short(value)}")
         return [walk(x, dims[1:]) for x in v]
 
     return walk(value, shape)
@@ -309,34 +414,40 @@ def read_toml(path: str | os.PathLike) -> Calibration:
 
     Raises:
         FileNotFoundError: no such file.
-        CalibrationError: malformed TOML (with its line), no camera table, a missing or
-            malformed key, a fisheye camera (the message names the file, table and key).
+        CalibrationError: not a regular file of at most 16 MiB, malformed or too deeply nested
+            TOML (with its line), no camera table, a missing or malformed key (integers too
+            large for a float included), a fisheye camera, a camera out of the bounds of
+            :mod:`tensorpose.io.calibration_checks` (the message names the file, table and key).
     """
     path = Path(path)
-    with open(path, "rb") as f:
-        try:
-            doc = tomllib.load(f)
-        except tomllib.TOMLDecodeError as e:
-            raise CalibrationError(f"{path}: malformed TOML: {e}") from None
-        except UnicodeDecodeError as e:
-            raise CalibrationError(f"{path}: not UTF-8 text: {e}") from None
+    data = _read(path)
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CalibrationError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except RecursionError:
+        raise CalibrationError(
+            f"{path}: malformed TOML: arrays or tables nested too deeply"
+        ) from None
+    except ValueError as e:  # TOMLDecodeError, an integer over Python's digit limit
+        raise CalibrationError(f"{path}: malformed TOML: {e}") from None
     metadata = doc.get("metadata", {})
     if not isinstance(metadata, dict):
         raise CalibrationError(f"{path}: 'metadata' must be a table")
     tables = {k: v for k, v in doc.items() if k != "metadata"}
     if not tables:
         raise CalibrationError(f"{path}: no camera table (expected e.g. [cam_01] with matrix=...)")
-    names, K, dist, rvec, t, size = [], [], [], [], [], []
+    names, labels, K, dist, rvec, t, size = [], [], [], [], [], [], []
     for table, cam in tables.items():  # one camera per table (parsing, not a hot path)
         if not isinstance(cam, dict):
-            raise CalibrationError(f"{path}: {table!r} must be a camera table, got {cam!r}")
+            raise CalibrationError(f"{path}: {table!r} must be a camera table, got {_short(cam)}")
         required = ("size", "matrix", "distortions", "rotation", "translation")
         missing = [k for k in required if k not in cam]
         if missing:
             raise CalibrationError(f"{path}: [{table}] is missing {missing}")
         name = cam.get("name", table)
         if not isinstance(name, str) or not name:
-            raise CalibrationError(f"{path}: [{table}] name: expected a string, got {name!r}")
+            raise CalibrationError(f"{path}: [{table}] name: expected a string, got {_short(name)}")
         fisheye = cam.get("fisheye", False)
         if not isinstance(fisheye, bool):
             raise CalibrationError(f"{path}: [{table}] fisheye: expected true/false")
@@ -348,33 +459,36 @@ def read_toml(path: str | os.PathLike) -> Calibration:
         n = len(d) if isinstance(d, list) and len(d) in (4, 5) else 5
         d = _numbers(path, table, "distortions", d, (n,))
         names.append(name)
+        labels.append(f"[{table}]")
         size.append(_numbers(path, table, "size", cam["size"], (2,)))
         K.append(_numbers(path, table, "matrix", cam["matrix"], (3, 3)))
         dist.append(d + [0.0] * (5 - n))
         rvec.append(_numbers(path, table, "rotation", cam["rotation"], (3,)))
         t.append(_numbers(path, table, "translation", cam["translation"], (3,)))
-        if K[-1][0][0] <= 0 or K[-1][1][1] <= 0:
-            raise CalibrationError(f"{path}: [{table}] matrix: focal lengths must be positive")
     if len(set(names)) != len(names):
         raise CalibrationError(f"{path}: duplicate camera names {names}")
     f64 = torch.float64
-    return Calibration(
-        names=names,
-        K=torch.tensor(K, dtype=f64),
-        dist=torch.tensor(dist, dtype=f64),
-        R=axis_angle_to_matrix(torch.tensor(rvec, dtype=f64)),
-        t=torch.tensor(t, dtype=f64),
-        size=torch.tensor(size, dtype=f64),
-        source=path,
-        metadata=dict(metadata),
-    )
+    fields = {
+        "names": names,
+        "K": torch.tensor(K, dtype=f64),
+        "dist": torch.tensor(dist, dtype=f64),
+        "R": axis_angle_to_matrix(torch.tensor(rvec, dtype=f64)),
+        "t": torch.tensor(t, dtype=f64),
+        "size": torch.tensor(size, dtype=f64),
+    }
+    _check(path, fields, labels, _TOML_KEYS)
+    return Calibration(**fields, source=path, metadata=dict(metadata))
 
 
 def load_calibration(path: str | os.PathLike, binning_factor: int = 1) -> Calibration:
     """Read ``path`` by its suffix: ``.qca.txt`` (Qualisys, see :func:`read_qca`) or ``.toml``."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"calibration file not found: {path}")
+    try:  # a folder, FIFO or device is refused before its name is looked at
+        check_regular_file(path, MAX_CALIBRATION_BYTES, "calibration file")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"calibration file not found: {path}") from None
+    except ValueError as e:
+        raise CalibrationError(str(e)) from None
     name = path.name.lower()
     if name.endswith(".qca.txt"):
         return read_qca(path, binning_factor)
