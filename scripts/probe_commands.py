@@ -132,7 +132,10 @@ def zip_bomb(path: Path) -> Path:
     """An npz whose one array claims 6.7 GiB of float64 zeros (compressed to a few MB)."""
     header = np.lib.format.header_data_from_array_1_0(np.zeros((1, 17, 3)))
     header["shape"] = (17_600_000, 17, 3)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("keypoints.npy", "w") as f:
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf,
+        zf.open("keypoints.npy", "w", force_zip64=True) as f,
+    ):
         np.lib.format.write_array_header_1_0(f, header)
         block = bytes(1 << 24)
         for _ in range(430):  # 7 GB of zeros, deflated
