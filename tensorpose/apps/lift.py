@@ -20,6 +20,7 @@ import torch
 from ..io.atomic import OutputFolder
 from ..io.calibration import load_calibration
 from ..io.motion import write_csv, write_npz, write_trc
+from ..io.openpose import MIN_TRACK_KEYPOINTS
 from ..io.tracks import read_person
 from ..io.video import VideoWriter, iter_video, video_info
 from ..lift3d import lift_keypoints, load_lifter
@@ -174,6 +175,7 @@ def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confid
         "layout_reason": kp.layout_reason,
         "tracks": kp.track_frames,
         "person": kp.person,
+        "dropped_detections": kp.dropped_detections,
         "frames": kp.keypoints.shape[0],
         "joints": lifter.skeleton_out.num_joints,
         "bridged_joints": r["bridged_joints"],
@@ -233,6 +235,16 @@ def _write_video(path: Path, video, r: dict, skel_in: Skeleton, skel_out: Skelet
             writer.write(draw_lift_frame(frame, px[t], miss[t], panel[t], skel_in, skel_out))
 
 
+def _dropped(n: int) -> str:
+    """The note on detections too small to start a track (none: nothing)."""
+    if not n:
+        return ""
+    return (
+        f"; {n} detection(s) with fewer than {MIN_TRACK_KEYPOINTS} found keypoints matched no "
+        "track and were left out"
+    )
+
+
 def summary(r: dict[str, Any]) -> list[str]:
     """The lines ``tensorpose lift`` prints."""
     tracks = ", ".join(map(str, r["tracks"]))
@@ -241,7 +253,8 @@ def summary(r: dict[str, Any]) -> list[str]:
     return [
         f"{r['input']} ({r['kind']}): {r['frames']} frames, layout {r['layout']} "
         f"({r['layout_reason']})",
-        f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})",
+        f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})"
+        + _dropped(r.get("dropped_detections", 0)),
         f"  bridged {r['bridged_joints']} joint-frames in {r['bridged_frames']} frames "
         f"(confidence < {r['min_confidence']} or missing; {r['absent_frames']} frames with no "
         "joint), by linear interpolation in time",

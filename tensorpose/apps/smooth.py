@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from ..io.atomic import OutputFolder
-from ..io.openpose import frame_files, openpose_folders, write_openpose
+from ..io.openpose import MIN_TRACK_KEYPOINTS, frame_files, openpose_folders, write_openpose
 from ..io.tracks import Tracks, read_tracks
 from ..layouts import LAYOUTS
 from ..smoothing import FilterSettings, smooth_tracks
@@ -98,7 +98,8 @@ def smooth_folder(
         pick = _pick(tracks, raw, joint, track) if joint is not None else None
         if pick is not None:
             pictures[folder.name] = f"{folder.name}_{pick[0]}_track{pick[2]}.png"
-        done.append((folder, {"folder": folder.name, **entry}, tracks, raw, sm, pick))
+        entry = {"folder": folder.name, **entry, "dropped_detections": tracks.dropped_detections}
+        done.append((folder, entry, tracks, raw, sm, pick))
     if single:  # the frames go straight into the output folder
         names = [f.name for f in done[0][2].files] + list(pictures.values())
         if overwrite and out_root.is_dir():  # frames of an earlier, longer run go too
@@ -137,6 +138,11 @@ def summary(report: list[dict], settings: FilterSettings, min_confidence: float)
             f"{r['jitter_smoothed']:.3f} px/frame^2 (on the same frames), lag {r['lag']:+.2f} "
             f"frames ({settings.method}) -> {r['out_dir']}",
         ]
+        if r.get("dropped_detections"):
+            lines.append(
+                f"  {r['dropped_detections']} detection(s) with fewer than {MIN_TRACK_KEYPOINTS} "
+                "found keypoints matched no track and were left out"
+            )
         if r["picture"] is not None:
             lines.append(f"  picture: {r['picture']}")
     return lines

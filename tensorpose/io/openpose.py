@@ -3,7 +3,9 @@
 OpenPose writes one JSON file per frame with a list of ``people``, each with a flat
 ``pose_keypoints_2d = [x0, y0, c0, x1, y1, c1, ...]`` (``0, 0, 0`` for a joint it did not
 find). People are not identified across frames: :func:`link_tracks` links them into tracks
-(:func:`tensorpose.io.tracks.read_tracks` reads a folder into linked tracks).
+(:func:`tensorpose.io.tracks.read_tracks` reads a folder into linked tracks); people with fewer
+than :data:`MIN_TRACK_KEYPOINTS` found keypoints start no track, and a track unseen for more than
+:data:`MAX_GAP` frames is not linked again (:func:`link_detections` counts what was left out).
 
 A keypoint is *found* when its confidence is positive and it is not at ``(0, 0)`` (OpenPose
 writes ``0, 0`` for joints it did not find, sometimes with a nonzero confidence). People with no
@@ -29,20 +31,26 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout
-from .files import read_bytes
+from .files import _size, read_bytes
 
 __all__ = [
     "COCO17_INDEX",
     "LAYOUTS",
+    "MAX_GAP",
+    "MAX_TRACKS_BYTES",
+    "MIN_TRACK_KEYPOINTS",
+    "LinkedTracks",
     "OpenPoseError",
     "bundled_tracks",
     "found",
     "frame_files",
+    "link_detections",
     "link_tracks",
     "openpose_folders",
     "read_openpose_detections",
@@ -58,6 +66,17 @@ MAX_FRAME_BYTES = 64 << 20
 
 MAX_COORDINATE = 1e7
 """Largest accepted ``|x|``, ``|y|`` or confidence in a file (no image is that large)."""
+
+MIN_TRACK_KEYPOINTS = 3
+"""Found keypoints a person needs to start a track (fewer: a detector's false positive; the
+bundled tracks' people have 12 or more)."""
+
+MAX_GAP = 60
+"""Frames a track may go unseen and still be linked (1 s at 60 fps, 2 s at 30 fps); then it
+retires from the matching (the bundled tracks' longest gap is 0 frames)."""
+
+MAX_TRACKS_BYTES = 2 << 30
+"""Largest linked-tracks array ``(T, P, K, 3)`` float64 (2 GiB)."""
 
 
 class OpenPoseError(ValueError):
@@ -236,7 +255,7 @@ def read_openpose_frames(
     return frames, files, layout
 
 
-def _assign(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _assign(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Minimum-cost matching of rows to columns of ``cost (A, B)`` (``inf`` = forbidden).
 
     Uses scipy's Hungarian solver (``linear_sum_assignment``) when scipy is installed; otherwise
@@ -245,104 +264,221 @@ def _assign(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     matched ``(rows, cols)``, forbidden pairs dropped."""
     A, B = cost.shape
     if A == 0 or B == 0:
-        empty = torch.zeros(0, dtype=torch.long)
+        empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    finite = torch.isfinite(cost)
+    finite = np.isfinite(cost)
     try:
         from scipy.optimize import linear_sum_assignment
     except ImportError:  # greedy fallback: one pick per match, each a vectorised argmin
-        c = cost.clone()
+        c = cost.copy()
         rows, cols = [], []
         for _ in range(min(A, B)):  # loop over matches (at most the number of people)
-            flat = int(torch.argmin(c))
-            i, j = divmod(flat, B)
-            if not torch.isfinite(c[i, j]):
+            i, j = divmod(int(np.argmin(c)), B)
+            if not np.isfinite(c[i, j]):
                 break
             rows.append(i)
             cols.append(j)
-            c[i, :] = float("inf")
-            c[:, j] = float("inf")
-        return torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
-    big = float(cost[finite].max()) * 2 + 1 if bool(finite.any()) else 1.0
-    r, c = linear_sum_assignment(torch.where(finite, cost, big).numpy())
-    r, c = torch.as_tensor(r, dtype=torch.long), torch.as_tensor(c, dtype=torch.long)
+            c[i, :] = np.inf
+            c[:, j] = np.inf
+        return np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    big = float(cost[finite].max()) * 2 + 1 if finite.any() else 1.0
+    r, c = linear_sum_assignment(np.where(finite, cost, big))
     keep = finite[r, c]
-    return r[keep], c[keep]
+    return r[keep].astype(np.int64), c[keep].astype(np.int64)
+
+
+def _cost(last: np.ndarray, xy: np.ndarray, max_distance: float | None) -> np.ndarray:
+    """``(A, P)`` mean pixel distance between tracks' last seen joints ``last (A, K, 2)`` and
+    people ``xy (P, K, 2)`` over the joints found in both (NaN: not found); ``inf`` where none
+    is common or beyond the gate (``max_distance``, or half the track's bounding-box diagonal).
+    """
+    d = np.sqrt(((last[:, None] - xy[None]) ** 2).sum(-1))  # (A, P, K)
+    common = ~np.isnan(d)
+    n = common.sum(-1)
+    cost = np.where(common, d, 0.0).sum(-1) / np.maximum(n, 1)
+    if max_distance is None:
+        lo = np.where(np.isnan(last), np.inf, last).min(1)
+        hi = np.where(np.isnan(last), -np.inf, last).max(1)
+        gate = 0.5 * np.sqrt(((hi - lo) ** 2).sum(-1, keepdims=True))
+    else:
+        gate = max_distance
+    return np.where((n > 0) & (cost <= gate), cost, np.inf)
+
+
+class LinkedTracks(NamedTuple):
+    """What :func:`link_detections` returns.
+
+    Attributes:
+        keypoints: ``(T, P, K, 3)`` float64, ``P`` = number of tracks, NaN where a track is
+            absent.
+        dropped_detections: people with some but fewer than ``min_keypoints`` found keypoints
+            that matched no track (they started none).
+        retired_tracks: tracks that left the matching after ``max_gap`` frames unseen (they stay
+            in ``keypoints``; a person seen again later starts a new track).
+    """
+
+    keypoints: torch.Tensor
+    dropped_detections: int
+    retired_tracks: int
+
+
+def _check_frames(frames: Sequence[torch.Tensor | np.ndarray]) -> tuple[torch.Tensor, list[int]]:
+    """All detections as one ``(N, K, 3)`` float64 tensor and the count of each frame."""
+    T = len(frames)
+    if T == 0:
+        raise ValueError("frames must hold at least one frame")
+    K = frames[0].shape[1] if frames[0].ndim == 3 else -1
+    bad = [t for t, f in enumerate(frames) if f.ndim != 3 or tuple(f.shape[1:]) != (K, 3)]
+    if bad:
+        t = bad[0]
+        want = f"(P, {K}, 3)" if K >= 0 else "(P, K, 3)"
+        raise ValueError(f"frames[{t}] must have shape {want}, got {tuple(frames[t].shape)}")
+    flat = torch.cat([
+        f.to(torch.float64) if isinstance(f, torch.Tensor)
+        else torch.from_numpy(np.ascontiguousarray(f, dtype=np.float64))
+        for f in frames
+    ])  # fmt: skip
+    return flat, [f.shape[0] for f in frames]
+
+
+def _check_link_args(max_distance: object, max_gap: object, min_keypoints: object) -> None:
+    if max_distance is not None and not max_distance > 0:
+        raise ValueError(f"max_distance must be positive or None, got {max_distance}")
+    if max_gap is not None and not (isinstance(max_gap, int) and max_gap >= 0):
+        raise ValueError(f"max_gap must be a non-negative int or None, got {max_gap!r}")
+    if not (isinstance(min_keypoints, int) and min_keypoints >= 1):
+        raise ValueError(f"min_keypoints must be an int >= 1, got {min_keypoints!r}")
+
+
+def _scatter(flat: torch.Tensor, counts: list[int], track_ids: torch.Tensor, n_tracks: int):
+    """``(T, n_tracks, K, 3)`` from the detections ``flat (N, K, 3)`` of frames of ``counts``
+    people and the track of each (``-1``: none); NaN elsewhere.
+
+    Raises:
+        ValueError: the result over :data:`MAX_TRACKS_BYTES` (the limit named).
+    """
+    T, K = len(counts), flat.shape[1]
+    need = T * n_tracks * K * 3 * 8
+    if need > MAX_TRACKS_BYTES:
+        raise ValueError(
+            f"{n_tracks} tracks over {T} frames need {need / 2**30:.1f} GiB as (T, P, K, 3) "
+            f"float64, over the {_size(MAX_TRACKS_BYTES)} limit for linked tracks; read "
+            "shorter pieces of the recording, or pass a max_distance that links more people"
+        )
+    out = torch.full((T, n_tracks, K, 3), float("nan"), dtype=torch.float64)
+    frame_of = torch.repeat_interleave(torch.arange(T), torch.tensor(counts, dtype=torch.long))
+    has = track_ids >= 0
+    out[frame_of[has], track_ids[has]] = flat[has]  # one scatter: a track is once per frame
+    return out
+
+
+def link_detections(
+    frames: Sequence[torch.Tensor | np.ndarray],
+    max_distance: float | None = None,
+    max_gap: int | None = MAX_GAP,
+    min_keypoints: int = MIN_TRACK_KEYPOINTS,
+) -> LinkedTracks:
+    """Link per-frame detections into tracks (:func:`link_tracks`), with what was left out.
+
+    Frame by frame (a loop over time), active tracks (seen in the last ``max_gap`` frames) are
+    matched to the frame's people by a Hungarian assignment (:func:`_assign`) on the gated mean
+    pixel distance (:func:`_cost`). Unmatched people with ``min_keypoints`` or more found
+    keypoints start tracks; those with fewer (but some: a detector's false positive, whose
+    gate is zero or tiny) are dropped and counted, else each would start a track of its own
+    and one such detection per frame would give ``(T, T, K, 3)``. Retiring unseen tracks keeps
+    the cost per frame bounded by the people of the last ``max_gap`` frames. Memory: the
+    detections once more plus the result, refused beyond :data:`MAX_TRACKS_BYTES`.
+
+    Args:
+        frames, max_distance: as for :func:`link_tracks`.
+        max_gap: frames a track may go unseen and still be matched (``None``: no limit).
+        min_keypoints: found keypoints a person needs to start a track (``1``: everyone).
+
+    Raises:
+        ValueError: bad arguments or frame shapes; a result over :data:`MAX_TRACKS_BYTES`.
+    """
+    _check_link_args(max_distance, max_gap, min_keypoints)
+    flat, counts = _check_frames(frames)
+    T, K = len(counts), flat.shape[1]
+    ends = np.cumsum(counts).tolist()
+    # What does not depend on the tracks, for all detections at once (numpy in the loop below:
+    # its per-call cost on these small arrays is a fraction of torch's).
+    every = flat.numpy()
+    seen_all = found(every)  # (N, K)
+    xy_all = np.where(seen_all[..., None], every[..., :2], np.nan)  # (N, K, 2)
+    n_found = seen_all.sum(-1)
+    starts = n_found >= min_keypoints  # people with too little found start no track
+    few_all = (n_found > 0) & ~starts
+    track_ids = np.full(len(every), -1, dtype=np.int64)  # per detection (-1: none)
+    ids = np.zeros(0, dtype=np.int64)  # active tracks: their number,
+    last = np.zeros((0, K, 2))  # last seen xy per joint,
+    last_seen = np.zeros(0, dtype=np.int64)  # and the last frame they were seen in
+    n_tracks = retired = dropped = 0
+    # A loop over frames (time): each frame's matching depends on the tracks the earlier ones
+    # left; all active tracks x people pairs of a frame are one batched step.
+    for t in range(T):
+        o0, o1 = ends[t] - counts[t], ends[t]
+        if max_gap is not None and len(ids):
+            active = last_seen >= t - 1 - max_gap
+            if not active.all():
+                retired += len(ids) - int(active.sum())
+                ids, last, last_seen = ids[active], last[active], last_seen[active]
+        if o0 == o1:
+            continue
+        seen, xy = seen_all[o0:o1], xy_all[o0:o1]  # (P_t, K), (P_t, K, 2)
+        rows = cols = np.zeros(0, dtype=np.int64)
+        if len(ids):
+            rows, cols = _assign(_cost(last, xy, max_distance))
+        new = starts[o0:o1].copy()
+        new[cols] = False
+        few = few_all[o0:o1].copy()
+        few[cols] = False
+        dropped += int(few.sum())
+        new_people = np.flatnonzero(new)
+        m = len(new_people)
+        slot = np.full(o1 - o0, -1, dtype=np.int64)  # active slot of each person
+        slot[cols] = rows
+        if m:
+            slot[new_people] = np.arange(m) + len(ids)
+            ids = np.concatenate([ids, np.arange(n_tracks, n_tracks + m)])
+            last = np.concatenate([last, np.full((m, K, 2), np.nan)])
+            last_seen = np.concatenate([last_seen, np.full(m, t)])
+            n_tracks += m
+        has = slot >= 0
+        s = slot[has]
+        last[s] = np.where(seen[has][..., None], xy[has], last[s])
+        last_seen[s] = t
+        if len(ids):
+            track_ids[o0:o1] = np.where(has, ids[np.maximum(slot, 0)], -1)
+    out = _scatter(flat, counts, torch.from_numpy(track_ids), n_tracks)
+    return LinkedTracks(out, dropped, retired)
 
 
 def link_tracks(
-    frames: Sequence[torch.Tensor | np.ndarray], max_distance: float | None = None
+    frames: Sequence[torch.Tensor | np.ndarray],
+    max_distance: float | None = None,
+    max_gap: int | None = MAX_GAP,
+    min_keypoints: int = MIN_TRACK_KEYPOINTS,
 ) -> torch.Tensor:
-    """Link per-frame detections into tracks.
+    """Link per-frame detections into tracks: :func:`link_detections` without its counts.
 
-    Frame by frame (a loop over time), each existing track keeps the last seen position of each
-    of its joints. The cost between every track and every person of the new frame is the mean
-    pixel distance over the joints found in both (one batched ``(tracks, people, K)``
-    computation); pairs with no common joint, or farther apart than the gate, are forbidden.
-    The matching is a Hungarian assignment (:func:`_assign`); unmatched people start new tracks.
-    People without any found keypoint (see :func:`found`) get no track.
+    Each track keeps the last seen position of each of its joints; a new frame's people are
+    matched to the active tracks by a Hungarian assignment on the mean pixel distance over the
+    joints found in both, gated; unmatched people with at least ``min_keypoints``
+    (:data:`MIN_TRACK_KEYPOINTS`) found keypoints start new tracks; a track unseen for more than
+    ``max_gap`` (:data:`MAX_GAP`) frames is no longer matched.
 
     Args:
         frames: per frame ``(P_t, K, 3)`` with NaN, confidence 0 or ``(0, 0)`` for missing
             joints.
         max_distance: gate in pixels; ``None`` gates each track at half the diagonal of the
             bounding box of its last seen joints (half a body size).
+        max_gap, min_keypoints: see :func:`link_detections`.
 
     Returns:
         ``(T, P, K, 3)`` float64, ``P`` = number of tracks, NaN where a track is absent.
     """
-    if max_distance is not None and not max_distance > 0:
-        raise ValueError(f"max_distance must be positive or None, got {max_distance}")
-    T = len(frames)
-    if T == 0:
-        raise ValueError("frames must hold at least one frame")
-    frames = [
-        f.to(torch.float64)
-        if isinstance(f, torch.Tensor)
-        else torch.from_numpy(np.ascontiguousarray(f, dtype=np.float64))
-        for f in frames
-    ]
-    K = frames[0].shape[1] if frames[0].dim() == 3 else -1
-    bad = [t for t, f in enumerate(frames) if f.dim() != 3 or f.shape[1:] != (K, 3)]
-    if bad:
-        t = bad[0]
-        want = f"(P, {K}, 3)" if K >= 0 else "(P, K, 3)"
-        raise ValueError(f"frames[{t}] must have shape {want}, got {tuple(frames[t].shape)}")
-    last = torch.zeros(0, K, 2, dtype=torch.float64)  # last seen xy per track and joint
-    assigned: list[torch.Tensor] = []  # per frame, the track of each person (-1: none)
-    # A loop over frames (time); all tracks x people pairs of a frame are one batched step.
-    for f in frames:
-        seen = found(f)  # (P_t, K)
-        xy = f[..., :2].masked_fill(~seen[..., None], float("nan"))  # (P_t, K, 2)
-        d = torch.linalg.vector_norm(last[:, None] - xy[None], dim=-1)  # (A, P_t, K)
-        common = ~torch.isnan(d)
-        n = common.sum(-1)
-        cost = torch.where(common, d, 0.0).sum(-1) / n.clamp(min=1)
-        if max_distance is None:
-            lo = torch.where(torch.isnan(last), float("inf"), last).amin(1)
-            hi = torch.where(torch.isnan(last), float("-inf"), last).amax(1)
-            gate = 0.5 * torch.linalg.vector_norm(hi - lo, dim=-1, keepdim=True)
-        else:
-            gate = torch.tensor(max_distance, dtype=torch.float64)
-        cost = torch.where((n > 0) & (cost <= gate), cost, float("inf"))
-        rows, cols = _assign(cost)
-        new = seen.any(-1)  # people with nothing found start no track
-        new[cols] = False
-        new_people = new.nonzero().squeeze(-1)
-        track_of = torch.full((xy.shape[0],), -1, dtype=torch.long)
-        track_of[cols] = rows
-        track_of[new_people] = torch.arange(len(new_people)) + last.shape[0]
-        last = torch.cat([last, torch.full((len(new_people), K, 2), float("nan"))])
-        has = track_of >= 0
-        upd = seen[has, :, None]
-        last[track_of[has]] = torch.where(upd, xy[has], last[track_of[has]])
-        assigned.append(track_of)
-    P = last.shape[0]
-    out = torch.full((T, P, K, 3), float("nan"), dtype=torch.float64)
-    for t, track_of in enumerate(assigned):  # loop over frames (time): scatter
-        has = track_of >= 0
-        out[t, track_of[has]] = frames[t][has]
-    return out
+    return link_detections(frames, max_distance, max_gap, min_keypoints).keypoints
 
 
 def write_openpose(

@@ -7,7 +7,15 @@ read their inputs through it.
 - COCO results JSON: a list of ``{image_id, keypoints, score}`` (or a COCO file's
   ``annotations``); ``image_id`` order = frame order.
 - ``.npz``: ``keypoints (T, K, 2|3)`` of one person (NaN = missing; confidence 1 where the
-  file has none), optional ``fps``, ``width``, ``height``.
+  file has none), optional ``fps``, ``width``, ``height``; a regular file only (no FIFO or
+  device), each array real numbers (no complex, boolean or object) of at most
+  :data:`MAX_NPZ_ARRAY_BYTES`, both checked on the array's header before it is decompressed.
+
+Linking (OpenPose folders, COCO results) leaves out detections with fewer than
+:data:`~tensorpose.io.openpose.MIN_TRACK_KEYPOINTS` found keypoints that match no track, and
+stops linking a track after :data:`~tensorpose.io.openpose.MAX_GAP` frames unseen
+(:attr:`Tracks.dropped_detections`, :attr:`Tracks.retired_tracks` count them): memory and time
+grow linearly in frames and people.
 
 The layout is given or detected from the keypoint count and geometry
 (:func:`tensorpose.layouts.detect_layout`); every result says why.
@@ -16,7 +24,9 @@ The layout is given or detected from the keypoint count and geometry
 from __future__ import annotations
 
 import json
+import math
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,13 +34,20 @@ import numpy as np
 import torch
 
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
-from .files import check_regular_file, read_text
-from .openpose import OpenPoseError, found, link_tracks, read_openpose_detections
+from .files import MAX_FILE_BYTES, check_regular_file, read_text
+from .openpose import OpenPoseError, found, link_detections, read_openpose_detections
+from .safe_pickle import _MAX_HEADER, _read_header
 
 __all__ = ["Detections", "Keypoints2D", "Tracks", "read_detections", "read_person", "read_tracks"]
 
 MAX_JSON_BYTES = 1 << 30
 """Largest COCO results file read (1 GiB)."""
+
+MAX_NPZ_ARRAY_BYTES = 2 << 30
+"""Largest array of a keypoints ``.npz`` (2 GiB, shape x item size as its header says), checked
+before it is decompressed: a few MiB of compressed zeros can claim many GiB."""
+
+_NPZ_KEYS = ("keypoints", "fps", "width", "height")
 
 
 @dataclass
@@ -75,6 +92,10 @@ class Tracks:
         ignored_people: people listed in the files without any found keypoint (ignored).
         kind: ``openpose``, ``coco`` or ``npz``.
         fps, size: frame rate and ``(width, height)`` stored in the file (npz), if any.
+        dropped_detections: people with too few found keypoints to start a track that matched
+            none (:func:`tensorpose.io.openpose.link_detections`), left out.
+        retired_tracks: tracks no longer linked after :data:`~tensorpose.io.openpose.MAX_GAP`
+            frames unseen (a person seen again later is a new track).
     """
 
     keypoints: torch.Tensor
@@ -88,6 +109,8 @@ class Tracks:
     kind: str = "openpose"
     fps: float | None = None
     size: tuple[int, int] | None = None
+    dropped_detections: int = 0
+    retired_tracks: int = 0
 
     @property
     def low_confidence(self) -> torch.Tensor:
@@ -134,6 +157,8 @@ class Keypoints2D:
         track_frames: frames in which each linked track is present (one entry for npz).
         person: the chosen track.
         fps, size: frame rate and ``(width, height)`` stored in the file, if any.
+        dropped_detections: detections too small to start a track, left out (see
+            :class:`Tracks`).
     """
 
     keypoints: torch.Tensor
@@ -144,6 +169,7 @@ class Keypoints2D:
     person: int = 0
     fps: float | None = None
     size: tuple[int, int] | None = None
+    dropped_detections: int = 0
 
 
 def _read_coco_results(path: Path) -> list[np.ndarray]:
@@ -186,21 +212,64 @@ def _read_coco_results(path: Path) -> list[np.ndarray]:
     return [np.stack(per_image[k]) for k in sorted(per_image)]
 
 
-def _read_npz(path: Path) -> tuple[np.ndarray, float | None, tuple[int, int] | None]:
+def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of :data:`_NPZ_KEYS` in a keypoints ``.npz``, each header checked first: real
+    numbers only, at most :data:`MAX_NPZ_ARRAY_BYTES` (both named in the error with the file and
+    the key)."""
+    check_regular_file(path, MAX_FILE_BYTES, "keypoints .npz")  # no FIFO, device or folder
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if "keypoints" not in z.files:
-                raise ValueError(f"{path}: no 'keypoints' array (has {sorted(z.files)})")
-            kp = np.asarray(z["keypoints"], dtype=np.float64)
-            fps = float(z["fps"]) if "fps" in z.files else None
-            size = (
-                (int(z["width"]), int(z["height"])) if {"width", "height"} <= set(z.files) else None
-            )
-    except (OSError, EOFError) as e:
+        zf = zipfile.ZipFile(path)
+    except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
         raise ValueError(f"{path}: not a readable .npz file: {e}") from None
+    out = {}
+    with zf:
+        members = {i.filename[:-4]: i for i in zf.infolist() if i.filename.endswith(".npy")}
+        if "keypoints" not in members:
+            raise ValueError(f"{path}: no 'keypoints' array (has {sorted(members)})")
+        for key in (k for k in _NPZ_KEYS if k in members):  # four names, not data
+            try:
+                with zf.open(members[key]) as f:
+                    shape, _, dtype = _read_header(f)
+            except (
+                OSError,
+                EOFError,
+                zipfile.BadZipFile,
+                ValueError,
+                SyntaxError,
+                RecursionError,
+            ) as e:
+                raise ValueError(
+                    f"{path}: array {key!r}: not a readable .npy header: {e}"
+                ) from None
+            if dtype.kind not in "iuf":
+                what = {"c": "complex", "b": "boolean", "O": "object"}.get(dtype.kind, str(dtype))
+                raise ValueError(
+                    f"{path}: array {key!r} holds {what} values ({dtype}), expected real numbers"
+                )
+            need = math.prod(shape) * dtype.itemsize
+            if need > MAX_NPZ_ARRAY_BYTES:
+                raise ValueError(
+                    f"{path}: array {key!r} of shape {tuple(shape)} ({dtype}) needs "
+                    f"{need / 2**30:.1f} GiB, over the {MAX_NPZ_ARRAY_BYTES >> 30} GiB limit for "
+                    "an array of a keypoints .npz"
+                )
+            try:
+                with zf.open(members[key]) as f:
+                    out[key] = np.lib.format.read_array(
+                        f, allow_pickle=False, max_header_size=_MAX_HEADER
+                    )
+            except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
+                raise ValueError(f"{path}: array {key!r}: cannot read it: {e}") from None
+    return out
+
+
+def _read_npz(path: Path) -> tuple[np.ndarray, float | None, tuple[int, int] | None]:
+    z = _npz_arrays(path)
+    try:
+        kp = np.asarray(z["keypoints"], dtype=np.float64)
+        fps = float(z["fps"]) if "fps" in z else None
+        size = (int(z["width"]), int(z["height"])) if {"width", "height"} <= set(z) else None
     except (TypeError, ValueError) as e:
-        if str(e).startswith(str(path)):
-            raise
         raise ValueError(f"{path}: cannot read its arrays: {e}") from None
     if kp.ndim != 3 or kp.shape[-1] not in (2, 3) or kp.shape[0] == 0:
         raise ValueError(f"{path}: keypoints must have shape (T, K, 2|3), got {kp.shape}")
@@ -290,15 +359,18 @@ def read_tracks(
     if not 0 <= min_confidence <= 1:
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
     det = read_detections(path, layout, progress)
+    dropped = retired = 0
     if det.kind == "npz":  # one person, as stored
         raw = torch.from_numpy(np.stack(det.frames))
     else:
-        raw = link_tracks(det.frames, max_distance)
-        raw = raw.masked_fill(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
+        raw, dropped, retired = link_detections(det.frames, max_distance)
+        raw.masked_fill_(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
+    people = [len(f) for f in det.frames]
+    det.frames = []  # the detections are in raw now: free them before the copy below
     kp = raw.masked_fill(raw[..., 2:] < min_confidence, float("nan"))
-    return Tracks(kp, det.layout, det.files, float(min_confidence), raw,
-                  [len(f) for f in det.frames], det.layout_reason, det.ignored_people, det.kind,
-                  det.fps, det.size)  # fmt: skip
+    return Tracks(kp, det.layout, det.files, float(min_confidence), raw, people,
+                  det.layout_reason, det.ignored_people, det.kind, det.fps, det.size, dropped,
+                  retired)  # fmt: skip
 
 
 def _pick_person(tracks: torch.Tensor, person: int | None, source: Path) -> tuple[int, list[int]]:
@@ -349,4 +421,5 @@ def read_person(
         raise ValueError(f"--person {person}: {src} holds one person (track 0)")
     p, counts = _pick_person(tracks.raw, person, src)
     return Keypoints2D(tracks.raw[:, p].clone(), tracks.layout, tracks.layout_reason,
-                       tracks.kind, counts, p, tracks.fps, tracks.size)  # fmt: skip
+                       tracks.kind, counts, p, tracks.fps, tracks.size,
+                       tracks.dropped_detections)  # fmt: skip

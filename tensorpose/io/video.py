@@ -19,11 +19,13 @@ from .files import read_bytes
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "MAX_IMAGE_PIXELS",
     "VIDEO_EXTENSIONS",
     "FrameBatch",
     "ImageReadError",
     "VideoWriter",
     "count_frames",
+    "image_header_size",
     "image_ids_from_names",
     "is_video",
     "iter_frames",
@@ -38,6 +40,42 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 MAX_IMAGE_BYTES = 256 << 20
 """Largest image file read (256 MiB)."""
+
+MAX_IMAGE_PIXELS = 100_000_000
+"""Largest image decoded (100 megapixels: 1.2 GB of 8-bit RGB with OpenCV's and the RGB copy),
+checked on the width and height in a JPEG's or PNG's header before decoding: a few bytes of
+header can claim 30000 x 30000."""
+
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers
+
+
+def image_header_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
+    """``(width, height)`` from a PNG's IHDR or a JPEG's first start-of-frame segment; ``None``
+    for other formats or a header that cannot be read (the decoder then has its say)."""
+    data = memoryview(data).cast("B")
+    if bytes(data[:8]) == b"\x89PNG\r\n\x1a\n" and bytes(data[12:16]) == b"IHDR":
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if bytes(data[:2]) != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 4 <= len(data):  # a loop over the header's segments (a few dozen at most)
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD9)):  # markers without a length
+            i += 2
+            continue
+        length = int.from_bytes(data[i + 2 : i + 4], "big")
+        if marker in _JPEG_SOF and i + 9 <= len(data):
+            h = int.from_bytes(data[i + 5 : i + 7], "big")
+            return int.from_bytes(data[i + 7 : i + 9], "big"), h
+        if marker == 0xDA or length < 2:  # start of scan: no frame header before it
+            return None
+        i += 2 + length
+    return None
 
 
 class ImageReadError(ValueError):
@@ -54,7 +92,8 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None) -
 
     Raises:
         FileNotFoundError: no such file.
-        ImageReadError: not decodable, or not of ``expected_size``.
+        ImageReadError: not decodable, not of ``expected_size``, or over
+            :data:`MAX_IMAGE_PIXELS` by its JPEG or PNG header (checked before decoding).
     """
     path = Path(path)
     if path.is_dir():
@@ -62,6 +101,12 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None) -
     if not path.exists():
         raise FileNotFoundError(f"{path}: image file not found")
     data = np.frombuffer(read_bytes(path, MAX_IMAGE_BYTES, "image file"), np.uint8)
+    size = image_header_size(data)
+    if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
+        raise ImageReadError(
+            f"{path}: its header says {size[0]}x{size[1]} pixels, over the "
+            f"{MAX_IMAGE_PIXELS / 1e6:g} megapixel limit for an image"
+        )
     img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if img is None:
         raise ImageReadError(
