@@ -383,7 +383,7 @@ def test_cli_smooth_errors(tmp_path, capsys):
     assert "no OpenPose .json files" in capsys.readouterr().err
     args = ["smooth", str(bundled_tracks()[3]), "--out", str(tmp_path / "o"), "--no-plot"]
     assert main([*args, "--measurement-noise", "0"]) == 2
-    assert "measurement_noise" in capsys.readouterr().err
+    assert "--measurement-noise" in capsys.readouterr().err
     assert main([*args, "--method", "one-euro", "--fps", "-1"]) == 2
     assert "fps" in capsys.readouterr().err
 
