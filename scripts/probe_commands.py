@@ -458,7 +458,9 @@ def run_case(setup, site: Path) -> str:
             return "write outside"
         if any(p.exists() for p in stale):
             return "stale"
-        err = r.stderr.strip().splitlines()
+        # the lines a terminal shows (a progress bar cleared with \r leaves nothing)
+        err = [line.rsplit("\r", 1)[-1] for line in r.stderr.split("\n")]
+        err = [line for line in err if line.strip()]
         if "MemoryError" in r.stderr or r.returncode < 0:
             return "memory"
         if any(line.startswith("Traceback") for line in err):

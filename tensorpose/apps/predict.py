@@ -239,7 +239,8 @@ def predict(
     fps = (video_info(input)[1] or 30.0) if video else 30.0
     total = count_frames(input)
     which = {"coco": coco, "openpose": openpose, "draw": draw}
-    bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}")
+    bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}",
+               leave=False)  # fmt: skip
     try:
         with outputs:
             staged = _Staged(outputs, stem, video, fps, which, min_score, min_keypoint_score,
