@@ -11,8 +11,9 @@ disk and the exit status:
 - ``stale``: an output of an earlier run that this run does not write was left behind;
 - ``hang``: over the time limit; ``memory``: a MemoryError or killed by the address-space limit;
 - ``traceback``: a Python traceback instead of an error line;
-- ``clear error``: exit 2 with one line naming the file or flag; ``accepted``: exit 0 on
-  nonsense; ``other``: anything else.
+- ``clear error``: exit 2 with one line naming the file or flag; ``accepted``: exit 0 (wrong
+  for nonsense; right for the ``stale outputs`` and ``write outside`` cases, whose checks above
+  passed); ``other``: anything else.
 
 Run it against any checkout (``PYTHONPATH=CHECKOUT python scripts/probe_commands.py``); it prints
 a table and, with ``--json FILE``, writes the outcomes. It never points a command at ``/``.
@@ -446,8 +447,7 @@ def run_case(setup, site: Path) -> str:
         }
         try:
             r = subprocess.run([sys.executable, "-m", "tensorpose", *argv], cwd=d, env=env,
-                               capture_output=True, text=True, timeout=60,
-                               preexec_fn=_limit)  # fmt: skip
+                               capture_output=True, timeout=60, preexec_fn=_limit)  # fmt: skip
         except subprocess.TimeoutExpired:
             return "hang"
         if marker.exists():
@@ -459,9 +459,10 @@ def run_case(setup, site: Path) -> str:
         if any(p.exists() for p in stale):
             return "stale"
         # the lines a terminal shows (a progress bar cleared with \r leaves nothing)
-        err = [line.rsplit("\r", 1)[-1] for line in r.stderr.split("\n")]
+        stderr = r.stderr.decode(errors="replace")  # bytes: keep the \r of progress bars
+        err = [line.rsplit("\r", 1)[-1] for line in stderr.split("\n")]
         err = [line for line in err if line.strip()]
-        if "MemoryError" in r.stderr or r.returncode < 0:
+        if "MemoryError" in stderr or r.returncode < 0:
             return "memory"
         if any(line.startswith("Traceback") for line in err):
             return "traceback"
