@@ -303,22 +303,56 @@ def load_tflite(path: str | os.PathLike, device: str | torch.device = "cpu") -> 
 
 def _build(desc: dict, state: dict, device: str | torch.device, source: str) -> TFLiteNet:
     net = TFLiteNet(desc, source=source)
-    net.load_state_dict({k: v.float() for k, v in state.items()})
+    try:
+        net.load_state_dict({k: v.float() for k, v in state.items()})
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[-1].strip()
+        raise ValueError(f"{source}: weights do not fit the graph ({first})") from None
     return net.to(device).eval()
 
 
 def save_converted(
     desc: dict[str, Any], state: dict[str, torch.Tensor], path: str | os.PathLike
 ) -> None:
-    """Write a conversion as ``{"graph": desc, "state_dict": ...}``, float16 where that is
-    lossless (these networks' weights were float16), float32 otherwise; atomically."""
-    half = {}
+    """Write a conversion as ``{"graph": desc, "state_dict": ...}``, atomically: float16 where
+    that is lossless (these networks' weights were float16), float32 otherwise; a weight that is
+    mostly zeros (the detector's sparse ones) as ``{"shape", "mask", "values"}`` (the non-zero
+    pattern as packed bits, then the non-zero values in order)."""
+    packed: dict[str, Any] = {}
     for k, v in state.items():
         h = v.half()
-        half[k] = h if torch.equal(h.float(), v) else v.float()
+        v = h if torch.equal(h.float(), v) else v.float()
+        nonzero = v.flatten() != 0
+        if nonzero.numel() >= 64 and nonzero.float().mean() < 0.75:
+            pad = torch.zeros(-nonzero.numel() % 8, dtype=torch.bool)
+            bits = torch.cat([nonzero, pad]).view(-1, 8).to(torch.uint8)
+            mask = (bits << torch.arange(7, -1, -1, dtype=torch.uint8)).sum(1, dtype=torch.uint8)
+            v = {"shape": list(v.shape), "mask": mask, "values": v.flatten()[nonzero]}
+        packed[k] = v
     tmp = Path(f"{path}.tmp")
-    torch.save({"graph": desc, "state_dict": half}, tmp)
+    torch.save({"graph": desc, "state_dict": packed}, tmp)
     os.replace(tmp, path)
+
+
+def _unpack(key: str, v: Any, source: str) -> torch.Tensor:
+    """A weight of :func:`save_converted`'s file as a dense tensor (shapes checked)."""
+    if isinstance(v, torch.Tensor):
+        return v
+    if not (isinstance(v, dict) and {"shape", "mask", "values"} <= set(v)):
+        raise ValueError(f"{source}: weight {key!r} is neither a tensor nor a packed tensor")
+    n = 1
+    for s in v["shape"]:
+        n *= int(s)
+    mask, values = v["mask"], v["values"]
+    if mask.dtype != torch.uint8 or mask.numel() != -(-n // 8):
+        raise ValueError(f"{source}: weight {key!r}: mask of {mask.numel()} bytes for {n} values")
+    bits = (mask[:, None] >> torch.arange(7, -1, -1, dtype=torch.uint8)) & 1
+    nonzero = bits.flatten()[:n].bool()
+    if int(nonzero.sum()) != values.numel():
+        raise ValueError(f"{source}: weight {key!r}: {values.numel()} values for its mask")
+    dense = torch.zeros(n, dtype=values.dtype)
+    dense[nonzero] = values
+    return dense.view(v["shape"])
 
 
 def load_converted(path: str | os.PathLike, device: str | torch.device = "cpu") -> TFLiteNet:
@@ -331,4 +365,5 @@ def load_converted(path: str | os.PathLike, device: str | torch.device = "cpu") 
     if not isinstance(blob, dict) or not {"graph", "state_dict"} <= set(blob):
         raise ValueError(f"{path}: not a converted TFLite graph (no 'graph' and 'state_dict')")
     check_description(blob["graph"], str(path))
-    return _build(blob["graph"], blob["state_dict"], device, str(path))
+    state = {k: _unpack(k, v, str(path)) for k, v in blob["state_dict"].items()}
+    return _build(blob["graph"], state, device, str(path))
