@@ -1,0 +1,195 @@
+"""A TensorFlow Lite operator graph run by PyTorch, from a plain-data description.
+
+The description (written by :func:`tensorpose.io.tflite.read_tflite`) holds only ints, strings
+and lists: ``inputs``/``outputs`` (``name``, tensor ``id``, TFLite ``shape``), ``constants``
+(state-dict name -> shape, in PyTorch's layout) and ``ops``, each ``{"op", "in": [ids],
+"out": id, ...options}``. :class:`TFLiteNet` keeps the constants as buffers and runs the ops in
+order; a loop over the graph's operators, not over samples.
+
+Layout: TFLite tensors are NHWC; here every 4-D activation is NCHW from the input on (inputs are
+taken as ``(B, C, H, W)``), 4-D outputs come out NCHW, and only ``RESHAPE`` (whose element order
+is NHWC's) permutes back. TFLite's ``SAME`` padding is exact (the extra pixel of an odd total
+padding goes after, as in TensorFlow), and ``MAX_POOL_2D`` ignores its padding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["FORMAT", "SUPPORTED_OPS", "TFLiteNet", "check_description"]
+
+FORMAT = "tensorpose-tflite-graph-1"
+SUPPORTED_OPS = (
+    "ADD",
+    "CONCATENATION",
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "DEPTH_TO_SPACE",
+    "LOGISTIC",
+    "MAX_POOL_2D",
+    "PAD",
+    "RESHAPE",
+    "RESIZE_BILINEAR",
+)
+"""Operators a graph may hold (``DEQUANTIZE`` and ``DENSIFY`` of constants are folded when a
+file is read)."""
+
+
+def check_description(desc: Any, source: str) -> None:
+    """Raise a one-line ``ValueError`` naming ``source`` unless ``desc`` is a graph description
+    whose operators are supported and whose every input is computed before it is used."""
+
+    def fail(what: str) -> ValueError:
+        return ValueError(f"{source}: {what}")
+
+    if not isinstance(desc, dict) or desc.get("format") != FORMAT:
+        raise fail(f"not a TFLite graph description of format {FORMAT!r}")
+    known = set()
+    for io in desc.get("inputs", []):
+        if not (isinstance(io.get("id"), int) and len(io.get("shape", [])) == 4):
+            raise fail("graph inputs must be 4-D image tensors")
+        known.add(io["id"])
+    consts = desc.get("constants")
+    if not isinstance(consts, dict):
+        raise fail("no constants")
+    for i, op in enumerate(desc.get("ops", [])):
+        name = op.get("op") if isinstance(op, dict) else None
+        if name not in SUPPORTED_OPS:
+            raise fail(f"operator {name} is not supported (supported: {', '.join(SUPPORTED_OPS)})")
+        missing = [t for t in op["in"] if t not in known]
+        if missing or not op["in"]:
+            raise fail(f"operator {i} ({name}) reads tensor {missing} before it is computed")
+        for key in ("weight", "bias"):
+            if op.get(key) and op[key] not in consts:
+                raise fail(f"operator {i} ({name}): no constant {op[key]!r}")
+        known.add(op["out"])
+    for io in desc.get("outputs", []):
+        if io.get("id") not in known:
+            raise fail(f"output {io.get('name')!r} is never computed")
+
+
+def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """TensorFlow's ``SAME`` padding of one dimension: (before, after), after >= before."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _activate(x: torch.Tensor, act: str) -> torch.Tensor:
+    if act == "RELU6":
+        return F.hardtanh(x, 0.0, 6.0)
+    if act == "RELU":
+        return F.relu(x)
+    return x
+
+
+class TFLiteNet(nn.Module):
+    """Runs a TFLite graph description; ``forward(*images)`` -> tuple of the graph's outputs.
+
+    Args:
+        desc: the plain-data description (see the module docstring).
+        source: named in errors (the file it came from).
+
+    Inputs are ``(B, C, H, W)`` (the TFLite input's ``(1, H, W, C)`` transposed, any ``B``);
+    outputs keep TFLite's shapes with ``B`` first, except 4-D ones, which are NCHW.
+    """
+
+    def __init__(self, desc: dict[str, Any], source: str = "graph") -> None:
+        super().__init__()
+        check_description(desc, source)
+        self.desc, self.source = desc, source
+        for key, shape in desc["constants"].items():
+            self.register_buffer(key, torch.zeros(shape))
+        self.input_names = [io["name"] for io in desc["inputs"]]
+        self.output_names = [io["name"] for io in desc["outputs"]]
+        # after which op each tensor is last needed (freed then, to bound memory)
+        last = {}
+        for i, op in enumerate(desc["ops"]):
+            for t in op["in"]:
+                last[t] = i
+        keep = {io["id"] for io in desc["outputs"]}
+        self._free = [[] for _ in desc["ops"]]
+        for t, i in last.items():
+            if t not in keep:
+                self._free[i].append(t)
+
+    def forward(self, *images: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if len(images) != len(self.desc["inputs"]):
+            raise ValueError(f"{self.source}: {len(self.desc['inputs'])} inputs, got {len(images)}")
+        values = {}
+        for io, x in zip(self.desc["inputs"], images, strict=True):
+            _, h, w, c = io["shape"]
+            if x.dim() != 4 or tuple(x.shape[1:]) != (c, h, w):
+                raise ValueError(
+                    f"{self.source}: input {io['name']!r} must be (B, {c}, {h}, {w}), "
+                    f"got {tuple(x.shape)}"
+                )
+            values[io["id"]] = x
+        for op, free in zip(self.desc["ops"], self._free, strict=True):
+            values[op["out"]] = getattr(self, "_" + op["op"].lower())(
+                op, *(values[t] for t in op["in"])
+            )
+            for t in free:
+                del values[t]
+        return tuple(values[io["id"]] for io in self.desc["outputs"])
+
+    def _conv(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        w = getattr(self, op["weight"])
+        b = getattr(self, op["bias"]) if op["bias"] else None
+        (sh, sw), (dh, dw) = op["stride"], op["dilation"]
+        pad: tuple[int, int] | str = (0, 0)
+        if op["padding"] == "SAME":
+            top, bottom = _same_pads(x.shape[2], w.shape[2], sh, dh)
+            left, right = _same_pads(x.shape[3], w.shape[3], sw, dw)
+            if (top, left) == (bottom, right):
+                pad = (top, left)
+            else:
+                x = F.pad(x, (left, right, top, bottom))
+        y = F.conv2d(x, w, b, (sh, sw), pad, (dh, dw), op["groups"])
+        return _activate(y, op["act"])
+
+    _conv_2d = _conv
+    _depthwise_conv_2d = _conv
+
+    def _max_pool_2d(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        (kh, kw), (sh, sw) = op["kernel"], op["stride"]
+        if op["padding"] == "SAME":
+            top, bottom = _same_pads(x.shape[2], kh, sh, 1)
+            left, right = _same_pads(x.shape[3], kw, sw, 1)
+            x = F.pad(x, (left, right, top, bottom), value=float("-inf"))
+        return _activate(F.max_pool2d(x, (kh, kw), (sh, sw)), op["act"])
+
+    def _add(self, op: dict, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return _activate(a + b, op["act"])
+
+    def _concatenation(self, op: dict, *xs: torch.Tensor) -> torch.Tensor:
+        return _activate(torch.cat(xs, op["axis"]), op["act"])
+
+    def _pad(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        p = op["pads"]  # NHWC (before, after) pairs
+        if x.dim() != 4 or p[0] or p[1]:
+            raise ValueError(f"{self.source}: PAD of a batch or of a non-image tensor")
+        return F.pad(x, (p[4], p[5], p[2], p[3], p[6], p[7]))
+
+    def _reshape(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 4:
+            x = x.permute(0, 2, 3, 1)
+        y = x.reshape(x.shape[0], *op["shape"][1:])
+        return y.permute(0, 3, 1, 2) if y.dim() == 4 else y
+
+    def _resize_bilinear(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(
+            x, size=tuple(op["size"]), mode="bilinear", align_corners=bool(op["align_corners"])
+        )
+
+    def _depth_to_space(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        r, (b, c, h, w) = op["block"], x.shape  # channel index (i * r + j) * C_out + c
+        y = x.reshape(b, r, r, c // (r * r), h, w).permute(0, 3, 4, 1, 5, 2)
+        return y.reshape(b, c // (r * r), h * r, w * r)
+
+    def _logistic(self, op: dict, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)

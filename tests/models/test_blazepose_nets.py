@@ -1,0 +1,262 @@
+"""The shipped BlazePose networks equal MediaPipe's TFLite networks.
+
+Everywhere: against ``tests/data/blazepose_reference.npz`` (the TFLite interpreter's outputs,
+written by ``scripts/blazepose_reference.py``). Where ``ai-edge-litert`` installs and the
+original files are at hand (``TENSORPOSE_MEDIAPIPE``: the mediapipe 0.10.14 wheel or a folder of
+its two .tflite files): live, on every output, for random and real inputs. The TFLite reader's
+refusals use a tiny model written here with the ``tflite`` package's flatbuffer builders.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tensorpose.io.tflite import load_converted, load_tflite, read_tflite, save_converted
+from tensorpose.models.blazepose import DETECTOR_FILE, LANDMARK_FILE, load_blazepose_networks
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from blazepose_reference import SUBSAMPLE, interpret, network_inputs  # noqa: E402
+
+REFERENCE = ROOT / "tests/data/blazepose_reference.npz"
+MEMBERS = {
+    "detector": "mediapipe/modules/pose_detection/pose_detection.tflite",
+    "landmark": "mediapipe/modules/pose_landmark/pose_landmark_full.tflite",
+}
+
+
+def tolerance(floor: float) -> float:
+    """1e-4 absolute, or twice ``floor`` where that is more: the largest difference between the
+    interpreter's own two float32 kernel sets (XNNPACK and its reference kernels) on that
+    output. On outputs of a few hundred (box offsets in pixels, the segmentation logits of up
+    to 1600) float32 rounding alone exceeds 1e-4, in the interpreter as here."""
+    return max(1e-4, 2 * float(floor))
+
+
+def as_tflite(y: torch.Tensor) -> np.ndarray:
+    """An output of the module in TFLite's layout (4-D: NCHW -> NHWC)."""
+    return (y.permute(0, 2, 3, 1) if y.dim() == 4 else y).numpy()
+
+
+@pytest.fixture(scope="module")
+def networks():
+    torch.set_num_threads(1)
+    detector, landmark = load_blazepose_networks("cpu")
+    return {"detector": detector, "landmark": landmark}
+
+
+def run(net, x: np.ndarray) -> list[np.ndarray]:
+    with torch.no_grad():
+        return [as_tflite(y) for y in net(torch.from_numpy(x).permute(0, 3, 1, 2))]
+
+
+@pytest.mark.parametrize("image", ["noise", "frame"])
+def test_shipped_networks_equal_reference_outputs(networks, image):
+    ref = np.load(REFERENCE)
+    inputs = network_inputs(ref[image])
+    for i, key in enumerate(("detector", "landmark")):
+        net = networks[key]
+        outs = run(net, np.ascontiguousarray(inputs[i]))
+        for name, y in zip(net.output_names, outs, strict=True):
+            expected = ref[f"{image}/{key}/{name}"]
+            got = y[0][SUBSAMPLE.get(f"{key}/{name}", ())]
+            assert got.shape == expected.shape, (key, name)
+            err = np.abs(got - expected).max()
+            assert err <= tolerance(ref[f"{image}/{key}/{name}/floor"]), (image, key, name, err)
+
+
+def test_batch_of_two_equals_two_batches_of_one(networks):
+    x = torch.rand(2, 3, 256, 256, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        both = networks["landmark"](x)
+        one = networks["landmark"](x[1:])
+    for a, b in zip(both, one, strict=True):
+        torch.testing.assert_close(a[1:], b, atol=1e-4, rtol=1e-4)
+
+
+def test_wrong_input_shape_is_one_line(networks):
+    with pytest.raises(ValueError, match=r"must be \(B, 3, 224, 224\), got \(1, 3, 256, 256\)"):
+        networks["detector"](torch.zeros(1, 3, 256, 256))
+
+
+def test_shipped_files_are_plain_data_and_small():
+    for path, limit in ((DETECTOR_FILE, 3 << 20), (LANDMARK_FILE, 7 << 20)):
+        blob = torch.load(path, weights_only=True)
+        assert set(blob) == {"graph", "state_dict"}
+        assert path.stat().st_size < limit
+
+
+def test_doctored_file_names_the_unsupported_op(tmp_path):
+    blob = torch.load(DETECTOR_FILE, weights_only=True)
+    blob["graph"]["ops"][3]["op"] = "TANH"
+    torch.save(blob, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match=r"bad\.pt: operator TANH is not supported") as e:
+        load_converted(tmp_path / "bad.pt")
+    assert "\n" not in str(e.value)
+
+
+# --- the reader of .tflite files: a tiny model written here ---
+
+
+def tiny_model(path: Path, op: str, shape=(1, 4, 4, 2)) -> Path:
+    """A .tflite file of one operator ``op`` (no options) from input tensor 0 to output 1."""
+    tflite = pytest.importorskip("tflite")
+    import flatbuffers
+
+    b = flatbuffers.Builder(1024)
+
+    def vector(start, values, prepend):
+        start(b, len(values))
+        for v in reversed(values):
+            prepend(v)
+        return b.EndVector()
+
+    def tensor(i):
+        name = b.CreateString(f"t{i}")
+        dims = vector(tflite.TensorStartShapeVector, list(shape), b.PrependInt32)
+        tflite.TensorStart(b)
+        tflite.TensorAddShape(b, dims)
+        tflite.TensorAddType(b, tflite.TensorType.FLOAT32)
+        tflite.TensorAddBuffer(b, 0)
+        tflite.TensorAddName(b, name)
+        return tflite.TensorEnd(b)
+
+    tensors = [tensor(0), tensor(1)]
+    ins = vector(tflite.OperatorStartInputsVector, [0], b.PrependInt32)
+    outs = vector(tflite.OperatorStartOutputsVector, [1], b.PrependInt32)
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, 0)
+    tflite.OperatorAddInputs(b, ins)
+    tflite.OperatorAddOutputs(b, outs)
+    operator = tflite.OperatorEnd(b)
+    tvec = vector(tflite.SubGraphStartTensorsVector, tensors, b.PrependUOffsetTRelative)
+    gin = vector(tflite.SubGraphStartInputsVector, [0], b.PrependInt32)
+    gout = vector(tflite.SubGraphStartOutputsVector, [1], b.PrependInt32)
+    ovec = vector(tflite.SubGraphStartOperatorsVector, [operator], b.PrependUOffsetTRelative)
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tvec)
+    tflite.SubGraphAddInputs(b, gin)
+    tflite.SubGraphAddOutputs(b, gout)
+    tflite.SubGraphAddOperators(b, ovec)
+    graph = tflite.SubGraphEnd(b)
+    code = getattr(tflite.BuiltinOperator, op)
+    tflite.OperatorCodeStart(b)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+    tflite.OperatorCodeAddBuiltinCode(b, code)
+    tflite.OperatorCodeAddVersion(b, 1)
+    opcode = tflite.OperatorCodeEnd(b)
+    tflite.BufferStart(b)
+    empty = tflite.BufferEnd(b)
+    codes = vector(tflite.ModelStartOperatorCodesVector, [opcode], b.PrependUOffsetTRelative)
+    graphs = vector(tflite.ModelStartSubgraphsVector, [graph], b.PrependUOffsetTRelative)
+    buffers = vector(tflite.ModelStartBuffersVector, [empty], b.PrependUOffsetTRelative)
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, graphs)
+    tflite.ModelAddBuffers(b, buffers)
+    b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+    path.write_bytes(bytes(b.Output()))
+    return path
+
+
+def test_unsupported_operator_is_one_line_naming_file_and_op(tmp_path):
+    path = tiny_model(tmp_path / "tanh.tflite", "TANH")
+    with pytest.raises(ValueError) as e:
+        read_tflite(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: operator TANH is not supported") and "\n" not in msg
+
+
+def test_tiny_model_equals_interpreter(tmp_path):
+    path = tiny_model(tmp_path / "logistic.tflite", "LOGISTIC")
+    net = load_tflite(path)
+    x = np.random.default_rng(0).normal(size=(1, 4, 4, 2)).astype(np.float32) * 4
+    got = run(net, x)[0]
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-x.astype(np.float64))), atol=1e-6)
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    it = litert.Interpreter(model_path=str(path))
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    np.testing.assert_allclose(got, it.get_tensor(it.get_output_details()[0]["index"]), atol=1e-6)
+
+
+def test_not_a_tflite_file_is_one_line(tmp_path):
+    pytest.importorskip("tflite")
+    bad = tmp_path / "x.tflite"
+    bad.write_bytes(b"\x00" * 64)
+    with pytest.raises(ValueError, match=r"x\.tflite: not a TensorFlow Lite model"):
+        read_tflite(bad)
+    truncated = tmp_path / "t.tflite"
+    truncated.write_bytes(tiny_model(tmp_path / "ok.tflite", "LOGISTIC").read_bytes()[:40])
+    with pytest.raises(ValueError, match=r"t\.tflite: (truncated|not a readable)"):
+        read_tflite(truncated)
+
+
+# --- live, against the original files and the interpreter ---
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory):
+    """The two .tflite files of ``TENSORPOSE_MEDIAPIPE`` (a wheel or a folder), else skip."""
+    pytest.importorskip("tflite")
+    source = os.environ.get("TENSORPOSE_MEDIAPIPE")
+    if not source:
+        pytest.skip("TENSORPOSE_MEDIAPIPE (the mediapipe 0.10.14 wheel or its .tflite) not set")
+    source = Path(source)
+    if source.is_dir():
+        return {k: source / Path(m).name for k, m in MEMBERS.items()}
+    folder = tmp_path_factory.mktemp("mediapipe")
+    with zipfile.ZipFile(source) as z:
+        for m in MEMBERS.values():
+            (folder / Path(m).name).write_bytes(z.read(m))
+    return {k: folder / Path(m).name for k, m in MEMBERS.items()}
+
+
+def test_reader_gives_the_shipped_weights(originals, networks):
+    for key, path in originals.items():
+        desc, state = read_tflite(path)
+        shipped = networks[key].state_dict()
+        assert set(state) == set(shipped) and desc["ops"] == networks[key].desc["ops"]
+        for k, v in state.items():
+            assert torch.equal(v, shipped[k]), (key, k)
+
+
+def test_save_and_load_round_trip(originals, tmp_path):
+    desc, state = read_tflite(originals["detector"])
+    save_converted(desc, state, tmp_path / "d.pt")
+    net = load_converted(tmp_path / "d.pt")
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, state[k]), k
+
+
+@pytest.mark.parametrize("image", ["noise", "frame"])
+def test_networks_equal_the_interpreter(originals, networks, image):
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    if image == "noise":  # per-pixel noise here (the fixture's comes in 4 x 4 blocks)
+        u8 = np.random.default_rng(1).integers(0, 256, (256, 256, 3), dtype=np.uint8)
+    else:
+        u8 = np.load(REFERENCE)["frame"]
+    inputs = network_inputs(u8)
+    kernels = litert.OpResolverType.BUILTIN_REF
+    for i, key in enumerate(("detector", "landmark")):
+        x = np.ascontiguousarray(inputs[i])
+        path = str(originals[key])
+        expected = interpret(litert.Interpreter(model_path=path), x)
+        ref_kernels = interpret(litert.Interpreter(path, experimental_op_resolver_type=kernels), x)
+        outs = run(networks[key], x)
+        for (name, want), (_, other), got in zip(expected, ref_kernels, outs, strict=True):
+            err = np.abs(got - want).max()
+            floor = np.abs(other - want).max()
+            print(
+                f"{image} {key} {name}: max |ours - TFLite| {err:.2e}, TFLite's floor {floor:.2e}"
+            )
+            assert err <= tolerance(floor), (image, key, name, err, floor)
