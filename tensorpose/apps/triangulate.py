@@ -98,13 +98,10 @@ def triangulate_folder(
         min_confidence, max_reprojection_px, association_px, drop: see
             :func:`tensorpose.multiview.triangulate_cameras`.
         layout: keypoint layout; ``None`` detects it.
-        fps: frame rate of the recording; ``None`` is only allowed for the bundled trial.
-        name: output file stem (default: the name of ``tracks_dir``).
-        plot: write the PNG.
-        overwrite: replace existing outputs (otherwise they are an error).
-        people: ``None``: the one person seen by the most cameras (``<name>_3d.*``); ``"auto"``:
-            every person found in at least a tenth of the frames; a number: that many people,
-            the best seen (fewer found is an error naming ``--people``).
+        fps: frame rate; ``None`` only for the bundled trial. name: output file stem (default:
+            the name of ``tracks_dir``).
+        plot: write the PNG. overwrite: replace existing outputs (else they are an error).
+        people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
 
     Returns:
         A report: output paths, cameras and folders, calibration, layout, fps and the figures
@@ -112,10 +109,9 @@ def triangulate_folder(
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
-    people = check_people(people)
-    if people is not None:
-        return _people_folder(tracks_dir, calib_path, out_dir, people, name, fps, layout, plot,
-                              overwrite, device, min_confidence=min_confidence,
+    if check_people(people) is not None:
+        return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
+                              layout, plot, overwrite, device, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
                               association_px=association_px, drop=drop)  # fmt: skip
     names = output_names(name)
@@ -174,7 +170,9 @@ def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path:
 def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | str, name: str,
                    fps, layout, plot: bool, overwrite: bool, device,
                    **options) -> dict:  # fmt: skip
-    """``triangulate_folder`` with ``people``: a TRC and an NPZ per person, the tracks' PNG."""
+    """``triangulate_folder`` with ``people``: ``"auto"`` (every person found in at least a
+    tenth of the frames) or a number (that many people, the best seen; fewer found is an error
+    naming ``--people``): a TRC and an NPZ per person, the tracks' PNG."""
     count = MAX_PEOPLE if people == "auto" else people
     names = output_names(name, count)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
