@@ -186,7 +186,7 @@ def _triangulate(args: argparse.Namespace) -> int:
     out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
     r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
-                    fps=args.fps, overwrite=args.overwrite)  # fmt: skip
+                    fps=args.fps, overwrite=args.overwrite, people=args.people)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -449,6 +449,9 @@ def add_triangulate(sub) -> None:
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
     p.add_argument("--fps", type=float, default=None, help="frame rate (bundled trial: 60)")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.add_argument("--people", default=None, metavar="auto|N",
+                   help="several people: auto (each found in a tenth of the frames) or N (the "
+                   "N best seen); a TRC and an NPZ per person (default: one person)")  # fmt: skip
     p.set_defaults(func=_triangulate)
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "check_options",
     "find_camera_folders",
     "match_cameras",
+    "pack_keypoints",
     "read_cameras",
     "summarize",
     "triangulate_cameras",
@@ -170,6 +171,19 @@ def check_options(min_confidence: float, max_reprojection_px: float, drop: str) 
         raise ValueError(f"drop must be one of {DROP_RULES}, got {drop!r}")
 
 
+def pack_keypoints(cameras: Cameras, device: str | torch.device = "cpu") -> list[torch.Tensor]:
+    """Each camera's detections as one ``(T, P_c, J, 3)`` float64 tensor (``P_c`` the most
+    people of a frame; empty slots are zeros)."""
+    T, J = cameras.frames, len(LAYOUTS[cameras.layout])
+    keypoints = []
+    for frames in cameras.detections:  # pack each camera's frames into (T, P_c, J, 3)
+        k = torch.zeros(T, max(len(f) for f in frames), J, 3, dtype=torch.float64)
+        for t, f in enumerate(frames):  # one frame's people at a time (file data)
+            k[t, : len(f)] = torch.from_numpy(f)
+        keypoints.append(k.to(device))
+    return keypoints
+
+
 def triangulate_cameras(
     cameras: Cameras,
     *,
@@ -190,13 +204,7 @@ def triangulate_cameras(
     """
     check_options(min_confidence, max_reprojection_px, drop)
     names = LAYOUTS[cameras.layout]
-    T, J = cameras.frames, len(names)
-    keypoints = []
-    for frames in cameras.detections:  # pack each camera's frames into (T, P_c, J, 3)
-        k = torch.zeros(T, max(len(f) for f in frames), J, 3, dtype=torch.float64)
-        for t, f in enumerate(frames):  # one frame's people at a time (file data)
-            k[t, : len(f)] = torch.from_numpy(f)
-        keypoints.append(k.to(device))
+    keypoints = pack_keypoints(cameras, device)
     cal = cameras.calibration.to(device=device, dtype=torch.float64)
     res = triangulate_people(
         keypoints, cal.K, cal.dist, cal.R, cal.t,

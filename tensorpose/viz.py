@@ -519,3 +519,35 @@ def plot_reprojection_errors(path: str | os.PathLike, mean_error: np.ndarray, va
     ax2.set_xlabel("frame")
     fig.colorbar(im, ax=ax2, label="mean reprojection error (px); blank: not valid")
     fig.savefig(path, dpi=110)
+
+
+def plot_people_tracks(path: str | os.PathLike, centres: Sequence[np.ndarray],
+                       labels: Sequence[str], title: str) -> None:  # fmt: skip
+    """People's tracks from above: each person's centre ``(T, 3)`` (NaN: not found) on the
+    ground plane (the first two world axes), and per frame which people were found."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.4])
+    colours = [f"C{i % 10}" for i in range(len(centres))]
+    for c, label, colour in zip(centres, labels, colours, strict=True):  # a handful of people
+        ax.plot(c[:, 0], c[:, 1], ".-", color=colour, ms=3, lw=0.8, label=label)
+        here = np.flatnonzero(np.isfinite(c).all(-1))
+        if here.size:
+            ax.plot(*c[here[0], :2], "o", color=colour, ms=7)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("X (m)")
+    ax.set_ylabel("Y (m)")
+    ax.set_title("centres from above (dot: first frame)")
+    ax.legend(fontsize=8)
+    for i, (c, colour) in enumerate(zip(centres, colours, strict=True)):  # a handful of people
+        here = np.flatnonzero(np.isfinite(c).all(-1))
+        ax2.plot(here, np.full(here.shape, i), "|", color=colour, ms=12)
+    ax2.set_yticks(np.arange(len(labels)), labels)
+    ax2.set_ylim(len(labels) - 0.5, -0.5)
+    ax2.set_xlabel("frame")
+    ax2.set_title("frames where each person is found")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)

@@ -248,7 +248,7 @@ def _pair_rows(xy: list, seen: list, pU: torch.Tensor, pairs: list, compact: boo
     return Ns, obs, bins, valid, shapes, offset
 
 
-def _best_matches(
+def _pair_costs(
     xy: list,
     seen: list,
     pU: torch.Tensor,
@@ -259,8 +259,12 @@ def _best_matches(
     max_error_px: float,
     min_common_joints: int,
 ) -> tuple[list, list, list]:
-    """Per reference camera ``a`` and other camera ``b``: the cheapest detection ``q`` of ``b``
-    for each detection of ``a`` ``(T, P_a)``, its mean two-view cost and its support."""
+    """Two-view costs of every detection pair of every camera pair, solved in one batch.
+
+    Returns the camera ``pairs`` ``(a, b)`` (``a < b``) and per pair the mean two-view
+    reprojection error ``cost (T, P_a, P_b)`` over the joints both detections see (``inf``
+    below ``min_common_joints``) and the ``support (T, P_a, P_b)``: those joints whose error in
+    both views is within ``max_error_px``."""
     C = len(xy)
     dev, dtype = K.device, K.dtype
     pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
@@ -281,13 +285,37 @@ def _best_matches(
     s_sum = torch.zeros(offset, dtype=torch.long, device=dev).index_add_(0, bins, good.long())
     cost_all = torch.where(n_sum >= min_common_joints, e_sum / n_sum.clamp_min(1), float("inf"))
     sizes = [math.prod(sh) for sh in shapes]  # bins per pair
-    inf = torch.tensor(float("inf"), dtype=dtype, device=dev)
+    costs = [c.view(sh) for c, sh in zip(cost_all.split(sizes), shapes, strict=True)]
+    supports = [s.view(sh) for s, sh in zip(s_sum.split(sizes), shapes, strict=True)]
+    return pairs, costs, supports
+
+
+def _best_matches(
+    xy: list,
+    seen: list,
+    pU: torch.Tensor,
+    K: torch.Tensor,
+    dist: torch.Tensor,
+    R: torch.Tensor,
+    t: torch.Tensor,
+    max_error_px: float,
+    min_common_joints: int,
+) -> tuple[list, list, list]:
+    """Per reference camera ``a`` and other camera ``b``: the cheapest detection ``q`` of ``b``
+    for each detection of ``a`` ``(T, P_a)``, its mean two-view cost and its support."""
+    pairs, costs, supports = _pair_costs(xy, seen, pU, K, dist, R, t, max_error_px,
+                                         min_common_joints)  # fmt: skip
+    return _best_of(pairs, costs, supports, len(xy))
+
+
+def _best_of(pairs: list, costs: list, supports: list, C: int) -> tuple[list, list, list]:
+    """:func:`_best_matches` from the pair costs and supports of :func:`_pair_costs`."""
+    dev = costs[0].device
+    inf = torch.tensor(float("inf"), dtype=costs[0].dtype, device=dev)
     best_q = [[None] * C for _ in range(C)]  # best_q[a][b]: (T, P_a) cheapest q in b
     best_cost = [[None] * C for _ in range(C)]
     best_support = [[None] * C for _ in range(C)]
-    for (a, b), shape, cost, support in zip(pairs, shapes, cost_all.split(sizes),
-                                            s_sum.split(sizes), strict=True):  # fmt: skip
-        cost, support = cost.view(shape), support.view(shape)  # (T, P_a, P_b)
+    for (a, b), cost, support in zip(pairs, costs, supports, strict=True):  # (T, P_a, P_b)
         for ref, other, c_ab, s_ab in ((a, b, cost, support), (b, a, cost.mT, support.mT)):
             if c_ab.shape[-1] == 0:  # the other camera has no detection slot
                 best_cost[ref][other] = inf.expand(c_ab.shape[:-1])
@@ -308,9 +336,11 @@ def _winners(
     association_px: float,
     min_common_joints: int,
     dtype: torch.dtype,
+    min_joined: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One candidate per reference detection; the best of each frame wins. Returns the chosen
-    detection per camera ``person (T, C)`` (-1: none) and the winner's score ``(T,)``."""
+    detection per camera ``person (T, C)`` (-1: none) and the winner's score ``(T,)``.
+    Candidates joined by fewer than ``min_joined`` other cameras do not compete."""
     C = len(seen)
     T = seen[0].shape[0]
     dev = seen[0].device
@@ -332,7 +362,7 @@ def _winners(
             joined = joined + match
         e = cost_sum / joined.clamp_min(1)
         score = support - e / (1 + e)
-        enabled = seen[a].sum(-1) >= min_common_joints
+        enabled = (seen[a].sum(-1) >= min_common_joints) & (joined >= min_joined)
         scores.append(torch.where(enabled, score, float("-inf")))
         choices.append(torch.stack(choice, -1))  # (T, P_a, C)
     score, choice = torch.cat(scores, 1), torch.cat(choices, 1)  # (T, sum P_c[, C])
@@ -359,21 +389,23 @@ def _triangulate_winners(
     min_cameras: int,
     drop: str,
 ) -> Triangulation:
-    """Robust triangulation of the winners (gathered per camera: a loop over cameras)."""
+    """Robust triangulation of the winners ``person (..., T, C)`` (gathered per camera: a loop
+    over cameras)."""
     C = len(xy)
     T, J = seen[0].shape[0], seen[0].shape[-1]
+    lead = person.shape[:-1]  # (..., T)
     dev, dtype = K.device, K.dtype
     g_xy, g_seen, g_f = [], [], []
     frame = torch.arange(T, device=dev)
     for c in range(C):
         if seen[c].shape[1] == 0:
-            g_xy.append(torch.full((T, J, 2), float("nan"), dtype=dtype, device=dev))
-            g_seen.append(torch.zeros(T, J, dtype=torch.bool, device=dev))
-            g_f.append(torch.zeros(T, J, 4, dtype=dtype, device=dev))
+            g_xy.append(torch.full((*lead, J, 2), float("nan"), dtype=dtype, device=dev))
+            g_seen.append(torch.zeros(*lead, J, dtype=torch.bool, device=dev))
+            g_f.append(torch.zeros(*lead, J, 4, dtype=dtype, device=dev))
             continue
-        q = person[:, c].clamp_min(0)
+        q = person[..., c].clamp_min(0)
         g_xy.append(xy[c][frame, q])
-        g_seen.append(seen[c][frame, q] & (person[:, c] >= 0).unsqueeze(-1))
+        g_seen.append(seen[c][frame, q] & (person[..., c] >= 0).unsqueeze(-1))
         g_f.append(fd[c][frame, q])
     return _robust(torch.stack(g_f, -2), torch.stack(g_seen, -1), torch.stack(g_xy, -2),
                    K, dist, R, t, max_error_px, min_cameras, drop)  # fmt: skip
