@@ -7,6 +7,7 @@ The commands never decode a video twice: :func:`iter_frames` yields :class:`Fram
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,10 @@ import cv2
 import numpy as np
 
 from .files import read_bytes
+
+# FFmpeg's own log lines (e.g. "moov atom not found") would print beside tensorpose's one-line
+# errors; OpenCV reads this when it first opens a video.
+os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
 
 __all__ = [
     "IMAGE_EXTENSIONS",
