@@ -93,7 +93,7 @@ class Lifter:
 
 def bundled_lifters() -> list[Path]:
     """The lifter checkpoints shipped in ``tensorpose/assets/models/`` (may be none)."""
-    return sorted(MODELS_DIR.glob("*.pt")) if MODELS_DIR.is_dir() else []
+    return sorted(MODELS_DIR.glob("lifter*.pt")) if MODELS_DIR.is_dir() else []
 
 
 def load_lifter(

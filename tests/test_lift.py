@@ -398,3 +398,13 @@ def test_reproject_slides_detected_joints_onto_their_rays(ckpt, tmp_path):
     ref = placed - placed[:, :1]
     np.testing.assert_allclose(got["joints"], ref, atol=2e-5)
     assert not np.allclose(got["joints"], plain, atol=1e-3)
+
+
+def test_the_bundled_lifter_is_the_default():
+    """``lift`` without ``--checkpoint`` loads the shipped lifter, never another model file
+    shipped beside it (the BlazePose networks)."""
+    from tensorpose.lift3d import bundled_lifters, load_lifter
+
+    assert [p.name for p in bundled_lifters()] == ["lifter_wild.pt"]
+    lifter = load_lifter(None)
+    assert lifter.kind == "tensorpose" and lifter.path.name == "lifter_wild.pt"
