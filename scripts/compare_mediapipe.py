@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     for video in a.videos:
         theirs, mp_info = run_mediapipe(py, video, a.frames)
         ours, tp_info = run_tensorpose(video, a.frames, a.batch_size)
-        row = {"video": str(video.relative_to(ROOT.parent)) if ROOT.parent in video.resolve().parents
-               else str(video), **compare(ours, theirs[: len(ours)])}  # fmt: skip
+        row = {"video": str(video), **compare(ours, theirs[: len(ours)])}
         row["tensorpose_frames_per_s"] = tp_info["frames"] / tp_info["seconds"]
         row["mediapipe_frames_per_s"] = mp_info["frames"] / mp_info["seconds"]
         row["frames"] = tp_info["frames"]
