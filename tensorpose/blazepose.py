@@ -53,6 +53,8 @@ class BlazePose:
     nms_iou: float = 0.3
     roi_scale: float = 1.25
     anchors: torch.Tensor = field(init=False)
+    kind: str = field(default="blazepose", init=False)
+    skeleton: str = field(default="coco17", init=False)
 
     def __post_init__(self) -> None:
         self.anchors = ssd_anchors().to(self.device)
