@@ -236,7 +236,7 @@ def add_bvh_info(sub) -> None:
     p.set_defaults(func=_bvh_info)
 
 
-SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17")
+SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17", "BLAZEPOSE_33")
 """``smooth --layout`` names: the keys of :data:`tensorpose.layouts.LAYOUTS` (a test keeps them
 equal; spelled out so ``tensorpose --help`` does not import torch)."""
 
