@@ -143,14 +143,30 @@ def _predict(args: argparse.Namespace) -> int:
 
     src = Path(args.input)
     out = Path(args.out) if args.out else Path("runs") / "predict" / src.resolve().stem
-    pose = load_pose_model(args.checkpoint, args.device)
+    blaze = args.model == "blazepose"
+    if blaze == (args.checkpoint is not None) or not 1 <= args.max_people <= 64:
+        what = ("--max-people must be in 1..64" if blaze == (args.checkpoint is None)
+                else "--model blazepose takes no --checkpoint" if blaze
+                else "--checkpoint is required (or --model blazepose)")  # fmt: skip
+        print(f"tensorpose predict: error: {what}", file=sys.stderr)
+        return 2
+    pose = _blazepose(args.device) if blaze else load_pose_model(args.checkpoint, args.device)
     detector = load_pose_model(args.detector, args.device) if args.detector else None
     r = predict(src, pose, out, boxes=args.boxes, detector=detector, batch_size=args.batch_size,
                 box_threshold=args.box_threshold, min_score=args.min_score,
                 overwrite=args.overwrite, inputs=(args.checkpoint, args.detector),
-                progress=not args.quiet)  # fmt: skip
+                progress=not args.quiet, max_people=args.max_people)  # fmt: skip
     _print(summary(r, pose, out))
-    return 0
+    return 0 if r.empty_frames < r.frames else 1
+
+
+def _blazepose(device: str):
+    import torch
+
+    from .blazepose import BlazePose
+
+    dev = "cuda" if device == "auto" and torch.cuda.is_available() else device
+    return BlazePose.load("cpu" if dev == "auto" else dev)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -220,7 +236,7 @@ def add_bvh_info(sub) -> None:
     p.set_defaults(func=_bvh_info)
 
 
-SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17")
+SMOOTH_LAYOUTS = ("BODY_25", "BODY_25B", "COCO_18", "COCO_17", "H36M_17", "BLAZEPOSE_33")
 """``smooth --layout`` names: the keys of :data:`tensorpose.layouts.LAYOUTS` (a test keeps them
 equal; spelled out so ``tensorpose --help`` does not import torch)."""
 
@@ -330,7 +346,11 @@ def add_predict(sub) -> None:
         "are written under temporary names and renamed when the whole input is done.",
     )
     p.add_argument("input", help="image, folder of images, or video")
-    p.add_argument("--checkpoint", required=True, help="checkpoint.pt of a 2D run")
+    p.add_argument("--checkpoint", default=None, help="checkpoint.pt of a 2D run")
+    p.add_argument("--model", choices=("checkpoint", "blazepose"), default="checkpoint",
+                   help="blazepose: MediaPipe's BlazePose (shipped, no checkpoint; OpenPose "
+                   "JSON in the BLAZEPOSE_33 layout)")  # fmt: skip
+    p.add_argument("--max-people", type=int, default=1, help="blazepose: people per frame")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--boxes", default=None, help="COCO detections JSON (top-down models)")
     group.add_argument(

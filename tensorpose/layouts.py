@@ -12,6 +12,8 @@ layout       K    where it comes from
 ``COCO_18``  18   OpenPose's COCO model: COCO's 17 plus a neck, in OpenPose's order
 ``COCO_17``  17   COCO keypoints (MMPose, Detectron2, COCO results files)
 ``H36M_17``  17   Human3.6M's 17 joints in VideoPose3D's order (``skeleton.h36m17()``)
+``BLAZEPOSE_33`` 33 MediaPipe's BlazePose landmarks (``tensorpose predict --model blazepose``):
+                  face points, hands (pinky, index, thumb), heels and foot tips
 ============ ==== ======================================================================
 
 BODY_25 and BODY_25B both have 25 keypoints, COCO_17 and H36M_17 both 17: :func:`detect_layout`
@@ -34,6 +36,8 @@ __all__ = [
     "check_layout",
     "detect_layout",
     "layouts_with",
+    "to_body25",
+    "to_coco17",
     "to_coco18",
     "to_h36m17",
 ]
@@ -58,6 +62,13 @@ LAYOUTS: dict[str, list[str]] = {
     ],
     "COCO_17": list(coco17().names),
     "H36M_17": list(h36m17().names),
+    "BLAZEPOSE_33": [
+        "nose", "l_eye_inner", "l_eye", "l_eye_outer", "r_eye_inner", "r_eye", "r_eye_outer",
+        "l_ear", "r_ear", "l_mouth", "r_mouth", "l_shoulder", "r_shoulder", "l_elbow",
+        "r_elbow", "l_wrist", "r_wrist", "l_pinky", "r_pinky", "l_index", "r_index",
+        "l_thumb", "r_thumb", "l_hip", "r_hip", "l_knee", "r_knee", "l_ankle", "r_ankle",
+        "l_heel", "r_heel", "l_foot_index", "r_foot_index",
+    ],
 }  # fmt: skip
 """Keypoint names per layout, in file order. BODY_25's and COCO_18's ``neck`` is OpenPose's
 "Neck" (the base of the neck, between the shoulders); BODY_25B's ``neck`` is its "UpperNeck" and
@@ -92,6 +103,48 @@ def to_coco18(keypoints: np.ndarray) -> np.ndarray:
         [(ls[..., :2] + rs[..., :2]) / 2, np.minimum(ls[..., 2:], rs[..., 2:])], -1
     )
     cols = [neck if n == "neck" else kp[..., names.index(n), :] for n in LAYOUTS["COCO_18"]]
+    return np.stack(cols, -2)
+
+
+def to_coco17(keypoints: np.ndarray, layout: str) -> np.ndarray:
+    """Keypoints ``(..., K, 3)`` of a layout holding the COCO joints -> ``COCO_17``."""
+    if layout not in COCO17_INDEX:
+        raise ValueError(f"layout {layout} does not contain the 17 COCO keypoints")
+    kp = np.asarray(keypoints)
+    check_layout(layout, kp.shape[-2] if kp.ndim >= 2 else None)
+    return kp[..., COCO17_INDEX[layout], :]
+
+
+_BODY25_FROM_BLAZEPOSE = {
+    "neck": ("l_shoulder", "r_shoulder"),
+    "mid_hip": ("l_hip", "r_hip"),
+    "l_big_toe": ("l_foot_index",),
+    "r_big_toe": ("r_foot_index",),
+}
+
+
+def to_body25(keypoints: np.ndarray) -> np.ndarray:
+    """``BLAZEPOSE_33`` ``(..., 33, 3)`` -> OpenPose ``BODY_25`` ``(..., 25, 3)``.
+
+    Joints of the same name are copied; ``neck`` and ``mid_hip`` are the midpoints of the
+    shoulders and of the hips (the smaller confidence), the big toes are BlazePose's foot tips;
+    the small toes, which BlazePose lacks, are missing (``0, 0, 0``, as OpenPose writes them).
+    """
+    kp = np.asarray(keypoints, np.float64)
+    check_layout("BLAZEPOSE_33", kp.shape[-2] if kp.ndim >= 2 else None)
+    if kp.shape[-1] != 3:
+        raise ValueError(f"keypoints must have shape (..., 33, 3), got {kp.shape}")
+    names = LAYOUTS["BLAZEPOSE_33"]
+    cols = []
+    for n in LAYOUTS["BODY_25"]:  # 25 columns
+        src = _BODY25_FROM_BLAZEPOSE.get(n, (n,) if n in names else ())
+        if not src:
+            cols.append(np.zeros((*kp.shape[:-2], 3)))
+            continue
+        pts = [kp[..., names.index(s), :] for s in src]
+        xy = sum(q[..., :2] for q in pts) / len(pts)
+        conf = np.minimum.reduce([q[..., 2] for q in pts])
+        cols.append(np.concatenate([xy, conf[..., None]], -1))
     return np.stack(cols, -2)
 
 
@@ -130,6 +183,13 @@ H36M17_RULES: dict[str, dict[str, dict[str, float]]] = {
         "head": {"nose": 1.5, "l_shoulder": -0.25, "r_shoulder": -0.25},
     },
     "H36M_17": {},
+    "BLAZEPOSE_33": {
+        "pelvis": _MID_HIP,
+        "spine": _TORSO,
+        "thorax": _MID_SHOULDER,
+        "neck": {"nose": 1.0},
+        "head": {"nose": 1.5, "l_shoulder": -0.25, "r_shoulder": -0.25},
+    },
 }
 """Per layout, how each ``h36m17`` joint that the layout does not have under the same name is
 made: ``{target: {source: weight}}`` (weights sum to 1). Every other target joint (hips, knees,
@@ -264,6 +324,12 @@ _SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "H36M_17": [
         ("pelvis", ("l_hip", "r_hip")),
         ("thorax", ("l_shoulder", "r_shoulder")),
+    ],
+    "BLAZEPOSE_33": [
+        ("l_eye", ("nose",)),
+        ("r_eye", ("nose",)),
+        ("l_heel", ("l_ankle",)),
+        ("r_heel", ("r_ankle",)),
     ],
 }
 

@@ -54,6 +54,7 @@ REF_RULES = {
     },
     "H36M_17": {},
 }
+REF_RULES["BLAZEPOSE_33"] = REF_RULES["COCO_17"]  # the same joints made the same way
 
 
 def naive_to_h36m17(kp: np.ndarray, layout: str) -> np.ndarray:
@@ -102,13 +103,14 @@ def body25b():
 def test_layout_tables():
     assert {k: len(v) for k, v in LAYOUTS.items()} == {
         "BODY_25": 25, "BODY_25B": 25, "COCO_18": 18, "COCO_17": 17, "H36M_17": 17,
+        "BLAZEPOSE_33": 33,
     }  # fmt: skip
     assert openpose.LAYOUTS is LAYOUTS and openpose.COCO17_INDEX is COCO17_INDEX
     for names in LAYOUTS.values():
         assert len(set(names)) == len(names)
     assert LAYOUTS["COCO_17"] == list(coco17().names) and LAYOUTS["H36M_17"] == H36M
     coco = list(coco17().names)
-    assert set(COCO17_INDEX) == {"BODY_25", "BODY_25B", "COCO_18", "COCO_17"}
+    assert set(COCO17_INDEX) == {"BODY_25", "BODY_25B", "COCO_18", "COCO_17", "BLAZEPOSE_33"}
     for layout, idx in COCO17_INDEX.items():
         assert [LAYOUTS[layout][i] for i in idx] == coco
     assert layouts_with(25) == ["BODY_25", "BODY_25B"] and layouts_with(20) == []

@@ -30,11 +30,12 @@ import cv2
 import numpy as np
 import torch
 
+from ..blazepose import image_people
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
 from ..io.video import FrameBatch, VideoWriter, count_frames, is_video, iter_frames, video_info
-from ..layouts import COCO_LINKS, to_coco18
+from ..layouts import COCO17_INDEX, COCO_LINKS, to_coco18
 from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz import draw_people
@@ -52,6 +53,7 @@ class PredictResult:
     seconds: float
     outputs: dict[str, Path] = field(default_factory=dict)
     image_ids: list[int] = field(default_factory=list)
+    empty_frames: int = 0
 
     @property
     def frames_per_s(self) -> float:
@@ -82,8 +84,11 @@ class _Staged:
         if self.which["openpose"]:
             P = max((len(p["scores"]) for p in shown), default=0)
             kp = np.full((len(shown), max(P, 1), 18, 3), np.nan)
+            if any("landmarks" in p for p in shown):  # BlazePose: its own 33 landmarks
+                kp = np.full((len(shown), max(P, 1), 33, 3), np.nan)
             for i, p in enumerate(shown):  # per frame: pad to the batch's most people
-                kp[i, : len(p["scores"])] = to_coco18(p["keypoints"].numpy())
+                kp[i, : len(p["scores"])] = (p["landmarks"].numpy() if "landmarks" in p
+                                             else to_coco18(p["keypoints"].numpy()))  # fmt: skip
             names = [f"{Path(n).stem if not self.video else n}_{t:012d}_keypoints.json"
                      for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
             write_openpose(torch.from_numpy(kp), self.outputs.path("openpose"), names)
@@ -122,6 +127,10 @@ def _check_options(batch_size: int, box_threshold: float, min_score: float) -> N
 
 
 def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
+    if pose.kind == "blazepose":
+        if boxes is not None or detector is not None:
+            raise ValueError("--model blazepose finds people itself: --boxes/--detector unused")
+        return
     topdown = pose.kind != "centernet"
     if topdown and (boxes is None) == (detector is None):
         raise ValueError(
@@ -138,6 +147,14 @@ def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, c
     """Per frame of the batch: the people found, and whether a boxes file had any box."""
     if pose.kind == "centernet":
         return centernet_people(pose, images, size, 0.0), False
+    if pose.kind == "blazepose":
+        found = image_people(pose, images, size, chunk)
+        for p in found:  # COCO-17 for results and pictures, the 33 landmarks for OpenPose
+            p["landmarks"], p["keypoints"] = (
+                p["keypoints"],
+                p["keypoints"][:, COCO17_INDEX["BLAZEPOSE_33"]],
+            )
+        return found, False
     matched = False
     if detector is not None:
         found = centernet_people(detector, images, size, box_threshold)
@@ -162,13 +179,15 @@ def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> ValueError:
     )
 
 
-def _run(input, pose, detector, dets, names, staged, batch_size, box_threshold, bar) -> dict:
+def _run(input, pose, detector, dets, names, staged, batch_size, box_threshold, bar,
+         max_people: int = 1) -> dict:  # fmt: skip
     """Decode, find people and stage the outputs, batch by batch; the counts."""
-    counts = {"frames": 0, "people": 0, "matched": False, "ids": []}
+    counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
     for fb in iter_frames(input, batch_size, names):
         images, size = pad_frames(fb.images, pose.device)
-        people, hit = _people(pose, detector, dets, fb, images, size, box_threshold,
-                              4 * batch_size)  # fmt: skip
+        chunk = max_people if pose.kind == "blazepose" else 4 * batch_size
+        people, hit = _people(pose, detector, dets, fb, images, size, box_threshold, chunk)
+        counts["empty"] += sum(len(p["scores"]) == 0 for p in people)
         staged.add(fb, people)
         counts["matched"] |= hit
         counts["frames"] += len(fb.images)
@@ -196,6 +215,7 @@ def predict(
     overwrite: bool = False,
     inputs: tuple = (),
     progress: bool = True,
+    max_people: int = 1,
 ) -> PredictResult:
     """Predict every person's keypoints in an image, a folder of images or a video.
 
@@ -246,7 +266,7 @@ def predict(
             staged = _Staged(outputs, stem, video, fps, which, min_score, min_keypoint_score,
                              pose.skeleton)  # fmt: skip
             counts = _run(input, pose, detector, dets, names, staged, batch_size, box_threshold,
-                          bar)  # fmt: skip
+                          bar, max_people)  # fmt: skip
             if boxes is not None and not counts["matched"]:
                 raise _no_match(boxes, counts["frames"], counts["ids"], dets)
             staged.finish()
@@ -256,7 +276,7 @@ def predict(
     keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
     done = {keys.get(p.name, "pictures"): p for p in written}
     return PredictResult(counts["frames"], counts["people"], time.perf_counter() - t0, done,
-                         counts["ids"])  # fmt: skip
+                         counts["ids"], counts["empty"])  # fmt: skip
 
 
 def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
@@ -264,5 +284,6 @@ def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
     return [
         f"{r.frames} frames, {r.people} people, {r.seconds:.1f} s ({r.frames_per_s:.1f} "
         f"frames/s, {pose.kind} on {pose.device}) -> {out}",
+        *([f"  {r.empty_frames} of {r.frames} frames without a person"] if r.empty_frames else []),
         *[f"  {name}: {path}" for name, path in r.outputs.items()],
     ]

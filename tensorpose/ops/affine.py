@@ -190,6 +190,7 @@ def warp_affine(
     size: tuple[int, int],
     fill: float = 0.0,
     out_dtype: torch.dtype | None = None,
+    border: str = "constant",
 ) -> torch.Tensor:
     """Batched affine warp, bilinear with a constant border.
 
@@ -207,6 +208,9 @@ def warp_affine(
         out_dtype: output dtype; default the input's. Integer outputs are rounded and clamped
             to the dtype's range (OpenCV's uint8 path uses 1/32-pixel fixed point, so uint8
             results differ from it by a fraction of a grey level).
+        border: ``"constant"`` (``fill``) or ``"replicate"`` (``cv2.BORDER_REPLICATE``: the
+            sample point is clamped to the outer pixel centres, which for bilinear is the
+            same; ``fill`` is then unused).
 
     Returns:
         ``(B, C, H, W)``.
@@ -224,6 +228,7 @@ def warp_affine(
     H, W = (int(v) for v in size)
     if H < 1 or W < 1:
         raise ValueError(f"size must be positive (H, W), got {size}")
+    fill = _check_border(border, fill)
     out_dtype = out_dtype or images.dtype
     work = matrices.dtype if images.dtype == torch.uint8 else images.dtype
     if not work.is_floating_point:
@@ -244,6 +249,8 @@ def warp_affine(
     X, Y = xs[None, None, :], ys[None, :, None]
     sx = a * X + b * Y + c
     sy = d * X + e * Y + f
+    if border == "replicate":
+        sx, sy = sx.clamp(0, W_in - 1), sy.clamp(0, H_in - 1)
     grid = torch.stack([(2 * sx + 1) / W_in - 1, (2 * sy + 1) / H_in - 1], dim=-1).to(work)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     if fill != 0.0:
@@ -261,6 +268,7 @@ def warp_affine_indexed(
     batch_index: torch.Tensor,
     fill: float = 0.0,
     out_dtype: torch.dtype | None = None,
+    border: str = "constant",
 ) -> torch.Tensor:
     """Affine warps of ``K`` crops out of ``B`` images, crop ``k`` read from image
     ``batch_index[k]`` (several crops per image, e.g. every person of a picture).
@@ -282,6 +290,7 @@ def warp_affine_indexed(
         batch_index: ``(K,)`` integer image of each crop, in ``[0, B)``.
         fill: border value.
         out_dtype: output dtype; default the input's (integer outputs are rounded and clamped).
+        border: ``"constant"`` or ``"replicate"``, as in :func:`warp_affine`.
 
     Returns:
         ``(K, C, H, W)``.
@@ -304,6 +313,7 @@ def warp_affine_indexed(
     H, W = (int(v) for v in size)
     if H < 1 or W < 1:
         raise ValueError(f"size must be positive (H, W), got {size}")
+    fill = _check_border(border, fill)
     out_dtype = out_dtype or images.dtype
     work = images.dtype if images.is_floating_point() else matrices.dtype
     if not work.is_floating_point:
@@ -311,7 +321,8 @@ def warp_affine_indexed(
     if images.device.type == "cpu" and work in (torch.float16, torch.bfloat16):
         work = torch.float32
     tall = _tall_image(images, work, fill)
-    grid = _tall_grid(matrices, batch_index, B, (H_in, W_in), (H, W), work, images.device)
+    grid = _tall_grid(matrices, batch_index, B, (H_in, W_in), (H, W), work, images.device,
+                      border == "replicate")  # fmt: skip
     grid = grid.view(1, K * H, W, 2)
     out = F.grid_sample(tall, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     out = out.view(C, K, H, W).transpose(0, 1)
@@ -346,10 +357,11 @@ def _tall_grid(
     size: tuple[int, int],
     work: torch.dtype,
     device: torch.device,
+    replicate: bool = False,
 ) -> torch.Tensor:
     """The sampling grid ``(K, H, W, 2)`` of :func:`warp_affine_indexed` in the tall image's
     ``[-1, 1]`` coordinates; points whose two source rows leave their own image are moved
-    outside the tall image."""
+    outside the tall image (``replicate``: clamped to its outer pixel centres instead)."""
     (H_in, W_in), (H, W) = size_in, size
     K, Ht = matrices.shape[0], H_in + 1
     # One affine map per crop, output pixel -> tall-image [-1, 1] coordinates (the inverse
@@ -374,8 +386,21 @@ def _tall_grid(
     lo = ((2 * (top - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
     hi = ((2 * (top + H_in) + 1) / Hs - 1).to(work).view(K, 1, 1)
     gy = grid[..., 1]
+    if replicate:
+        first = ((2 * top + 1) / Hs - 1).to(work).view(K, 1, 1)
+        last = ((2 * (top + H_in - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
+        torch.minimum(torch.maximum(gy, first), last, out=gy)
+        grid[..., 0].clamp_(1 / W_in - 1, 1 - 1 / W_in)
+        return grid
     grid[..., 0].masked_fill_((gy <= lo) | (gy >= hi), -3.0)
     return grid
+
+
+def _check_border(border: str, fill: float) -> float:
+    """The fill value a border mode samples with (``replicate`` clamps, so none)."""
+    if border not in ("constant", "replicate"):
+        raise ValueError(f"border must be 'constant' or 'replicate', got {border!r}")
+    return 0.0 if border == "replicate" else fill
 
 
 def _check_index(name: str, index: torch.Tensor, n: int) -> None:

@@ -1,0 +1,173 @@
+"""tensorpose's BlazePose (image mode) against MediaPipe's own ``mp.solutions.pose``.
+
+MediaPipe is never a tensorpose dependency: this script makes its own virtual environment
+(``python -m venv``; ``pip install mediapipe==0.10.14`` into it, ``--find-links`` for a folder
+holding the wheel offline), runs ``mp.solutions.pose.Pose(static_image_mode=True,
+model_complexity=1)`` there on every frame (one thread of work), and tensorpose's
+:func:`tensorpose.blazepose.image_people` here (``torch.set_num_threads(1)``, batched), then
+reports per video the median and 95th percentile of the landmark pixel distance (the 33
+landmarks of the frames where both found a person), and both frame rates::
+
+    python scripts/compare_mediapipe.py --frames 100 \
+        ../shared/data/tracks/openpose_body25b/videos/cam01.mp4
+
+writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load average).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_VIDEOS = [
+    *sorted((ROOT.parent / "shared/data/tracks/openpose_body25b/videos").glob("*.mp4")),
+    *sorted((ROOT.parent / "shared/data/videos/two_people").glob("*.mp4")),
+]
+OUT = ROOT / "benchmarks/results/blazepose_vs_mediapipe_cpu.json"
+
+WORKER = r"""
+import json, sys, time
+import cv2, numpy as np
+import mediapipe as mp
+cv2.setNumThreads(1)
+path, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+cap = cv2.VideoCapture(path)
+frames = []
+while len(frames) < n or n <= 0:
+    ok, f = cap.read()
+    if not ok:
+        break
+    frames.append(cv2.cvtColor(f, cv2.COLOR_BGR2RGB))
+kp = np.full((len(frames), 33, 3), np.nan)
+with mp.solutions.pose.Pose(static_image_mode=True, model_complexity=1) as pose:
+    t0 = time.perf_counter()
+    for i, rgb in enumerate(frames):
+        r = pose.process(rgb)
+        if r.pose_landmarks is not None:
+            h, w = rgb.shape[:2]
+            kp[i] = [[p.x * w, p.y * h, p.visibility] for p in r.pose_landmarks.landmark]
+    seconds = time.perf_counter() - t0
+np.save(out, kp)
+print(json.dumps({"frames": len(frames), "seconds": seconds}))
+"""
+
+
+def make_venv(folder: Path, find_links: Path | None) -> Path:
+    """The venv's python, with mediapipe 0.10.14 installed (made once)."""
+    py = folder / "bin" / "python"
+    if (
+        py.exists()
+        and subprocess.run([py, "-c", "import mediapipe"], capture_output=True).returncode == 0
+    ):
+        return py
+    venv.EnvBuilder(with_pip=True, clear=True).create(folder)
+    cmd = [str(py), "-m", "pip", "install", "-q", "mediapipe==0.10.14"]
+    if find_links is not None:
+        cmd += ["--find-links", str(find_links)]
+    subprocess.run(cmd, check=True)
+    return py
+
+
+def run_mediapipe(py: Path, video: Path, frames: int):
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "kp.npy"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        r = subprocess.run([str(py), "-c", WORKER, str(video), str(frames), str(out)],
+                           check=True, capture_output=True, text=True, env=env)  # fmt: skip
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+        return np.load(out), info
+
+
+def run_tensorpose(video: Path, frames: int, batch: int):
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from tensorpose.blazepose import BlazePose, image_people
+    from tensorpose.io.video import iter_frames
+    from tensorpose.pose2d import pad_frames
+
+    torch.set_num_threads(1)
+    bp = BlazePose.load("cpu")
+    decoded = []
+    for fb in iter_frames(video, batch):
+        decoded += fb.images
+        if 0 < frames <= len(decoded):
+            decoded = decoded[:frames]
+            break
+    kp = np.full((len(decoded), 33, 3), np.nan)
+    t0 = time.perf_counter()
+    for s in range(0, len(decoded), batch):
+        images, sizes = pad_frames(decoded[s : s + batch], torch.device("cpu"))
+        for i, p in enumerate(image_people(bp, images, sizes, 1)):
+            if len(p["scores"]):
+                kp[s + i] = p["keypoints"][0].numpy()
+    return kp, {"frames": len(decoded), "seconds": time.perf_counter() - t0}
+
+
+def compare(ours, theirs) -> dict:
+    import numpy as np
+
+    both = ~np.isnan(ours[:, 0, 0]) & ~np.isnan(theirs[:, 0, 0])
+    d = np.linalg.norm(ours[both, :, :2] - theirs[both, :, :2], axis=-1)
+    per_frame = np.median(d, axis=1) if len(d) else np.zeros(0)
+    return {
+        "frames_both": int(both.sum()),
+        "frames_only_tensorpose": int((~np.isnan(ours[:, 0, 0]) & ~both).sum()),
+        "frames_only_mediapipe": int((~np.isnan(theirs[:, 0, 0]) & ~both).sum()),
+        "median_px": float(np.median(d)) if d.size else None,
+        "p95_px": float(np.percentile(d, 95)) if d.size else None,
+        "frames_median_over_1px": int((per_frame > 1).sum()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("videos", nargs="*", type=Path, default=DEFAULT_VIDEOS)
+    p.add_argument("--frames", type=int, default=0, help="first N frames per video (0: all)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--venv", type=Path, default=Path.home() / ".cache/tensorpose/mediapipe-venv")
+    p.add_argument("--find-links", type=Path, default=None, help="a folder holding the wheel")
+    p.add_argument("--out", type=Path, default=OUT)
+    a = p.parse_args(argv)
+    py = make_venv(a.venv, a.find_links)
+    rows = []
+    for video in a.videos:
+        theirs, mp_info = run_mediapipe(py, video, a.frames)
+        ours, tp_info = run_tensorpose(video, a.frames, a.batch_size)
+        row = {"video": str(video), **compare(ours, theirs[: len(ours)])}
+        row["tensorpose_frames_per_s"] = tp_info["frames"] / tp_info["seconds"]
+        row["mediapipe_frames_per_s"] = mp_info["frames"] / mp_info["seconds"]
+        row["frames"] = tp_info["frames"]
+        rows.append(row)
+        print(f"{video.name}: {row['frames_both']}/{row['frames']} frames both, median "
+              f"{row['median_px']:.2f} px, p95 {row['p95_px']:.2f} px; tensorpose "
+              f"{row['tensorpose_frames_per_s']:.1f} frames/s, MediaPipe "
+              f"{row['mediapipe_frames_per_s']:.1f} frames/s (one thread each)")  # fmt: skip
+    report = {
+        "what": "tensorpose BlazePose image mode vs mediapipe==0.10.14 mp.solutions.pose "
+        "(static_image_mode=True, model_complexity=1), landmark pixel distance",
+        "machine": platform.processor() or platform.machine(),
+        "load_average": os.getloadavg(),
+        "threads": 1,
+        "videos": rows,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"-> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""BlazePose (MediaPipe's "full" pose model) on batches of frames: detect -> rotated ROI ->
+landmarks -> image pixels, as batched tensor code on the networks' device.
+
+- Image mode (:func:`image_people`): every frame on its own, as MediaPipe's
+  ``static_image_mode=True``: the detector, MediaPipe's weighted NMS, up to ``max_people``
+  ROIs per frame, one landmark pass over every ROI of the batch.
+- Video mode (:class:`BlazePoseTracker`): one frame of each of ``S`` streams (the cameras of a
+  recording) per call; a person's next ROI comes from its landmarks (the auxiliary alignment
+  points 33 and 34), and a stream runs the detector again when it tracks nobody or lost a
+  person (pose presence below ``min_presence``). No landmark smoothing.
+
+Frames come as ``(B, H, W, 3)`` uint8 RGB (``pad_frames``: zero-padded to the largest, with
+their ``(B, 2)`` sizes ``(w, h)``). People come back per frame as ``keypoints (n, 33, 3)``
+(``x, y`` pixels, visibility), ``scores (n,)`` (the pose flag) and ``boxes (n, 4)`` (``x, y,
+w, h`` around the 33 landmarks), on the host, as :mod:`tensorpose.pose2d` returns them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .models.blazepose import load_blazepose_networks
+from .ops.affine import warp_affine, warp_affine_indexed
+from .ops.blazepose import (
+    DETECTOR_SIZE,
+    LANDMARK_SIZE,
+    alignment_roi,
+    decode_detections,
+    decode_landmarks,
+    detection_to_image,
+    letterbox_roi,
+    roi_matrix,
+    ssd_anchors,
+    weighted_nms,
+)
+
+__all__ = ["BlazePose", "BlazePoseTracker", "detect_rois", "image_people", "landmarks_in_rois"]
+
+NUM_LANDMARKS = 33
+
+
+@dataclass
+class BlazePose:
+    """The two networks, their anchors, and MediaPipe's thresholds (its Python defaults)."""
+
+    detector: nn.Module
+    landmark: nn.Module
+    min_detection: float = 0.5
+    min_presence: float = 0.5
+    nms_iou: float = 0.3
+    roi_scale: float = 1.25
+    anchors: torch.Tensor = field(init=False)
+    kind: str = field(default="blazepose", init=False)
+    skeleton: str = field(default="coco17", init=False)
+
+    def __post_init__(self) -> None:
+        self.anchors = ssd_anchors().to(self.device)
+
+    @property
+    def device(self) -> torch.device:
+        t = next(iter([*self.detector.parameters(), *self.detector.buffers()]), None)
+        return t.device if t is not None else torch.device("cpu")
+
+    @classmethod
+    def load(cls, device: str | torch.device = "cpu", **kw) -> BlazePose:
+        """The shipped networks on ``device``."""
+        det, lm = load_blazepose_networks(device)
+        return cls(det, lm, **kw)
+
+
+def _nchw(images: torch.Tensor) -> torch.Tensor:
+    return images.permute(0, 3, 1, 2)
+
+
+def detect_rois(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_people: int):
+    """The detector on ``images (B, H, W, 3)``: up to ``max_people`` ROIs per frame.
+
+    Returns ``center (B, N, 2)``, ``side (B, N)``, ``rotation (B, N)`` (image pixels, radians)
+    and ``valid (B, N)``.
+    """
+    center, side, rot = letterbox_roi(sizes)
+    M = roi_matrix(center, side, rot, DETECTOR_SIZE)
+    x = warp_affine(_nchw(images), M, (DETECTOR_SIZE,) * 2, out_dtype=torch.uint8)
+    raw, logits = bp.detector(x.float() / 127.5 - 1.0)
+    boxes, kps, scores = decode_detections(raw, logits, bp.anchors)
+    _, kps, _, valid = weighted_nms(boxes, kps, scores, max_people, bp.nms_iou, bp.min_detection)
+    kps = detection_to_image(kps.flatten(1, 2), sizes).unflatten(1, kps.shape[1:3])
+    c, s, r = alignment_roi(kps[:, :, 0], kps[:, :, 1], bp.roi_scale)
+    return c, s, r, valid
+
+
+def landmarks_in_rois(bp, images, frame_index, center, side, rotation) -> dict[str, torch.Tensor]:
+    """The landmark network on ``K`` ROIs (``center (K, 2)``, ``side (K,)``, ``rotation
+    (K,)``) of frames ``frame_index (K,)``: ``xy (K, 39, 2)`` pixels, ``visibility`` and
+    ``presence`` ``(K, 39)``, ``flag (K,)`` (pose presence)."""
+    M = roi_matrix(center, side, rotation, LANDMARK_SIZE)
+    crops = warp_affine_indexed(_nchw(images).float(), M, (LANDMARK_SIZE,) * 2, frame_index,
+                                out_dtype=None, border="replicate")  # fmt: skip
+    raw, flag, _, heatmaps, _ = bp.landmark(crops.float() / 255.0)
+    out = decode_landmarks(raw, center, side, rotation, heatmaps)
+    out["flag"] = flag.reshape(-1)
+    return out
+
+
+def _people(out: dict, frame_index: torch.Tensor, B: int) -> list[dict]:
+    """Per frame: ``keypoints (n, 33, 3)``, ``scores (n,)``, ``boxes (n, 4)`` (host)."""
+    xy = out["xy"][:, :NUM_LANDMARKS].cpu().double()
+    vis = out["visibility"][:, :NUM_LANDMARKS].cpu().double()
+    kp = torch.cat([xy, vis[..., None]], -1)
+    lo, hi = xy.amin(1), xy.amax(1)
+    boxes = torch.cat([lo, hi - lo], -1)
+    scores = out["flag"].cpu().double()
+    fi = frame_index.cpu()
+    return [{"keypoints": kp[fi == b], "scores": scores[fi == b], "boxes": boxes[fi == b]}
+            for b in range(B)]  # fmt: skip
+
+
+@torch.no_grad()
+def image_people(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor,
+                 max_people: int = 1) -> list[dict]:  # fmt: skip
+    """Image mode: every person found in each frame (see the module docstring)."""
+    c, s, r, valid = detect_rois(bp, images, sizes, max_people)
+    fi, slot = valid.nonzero(as_tuple=True)
+    if len(fi) == 0:
+        return _people({"xy": torch.zeros(0, 39, 2), "visibility": torch.zeros(0, 39),
+                        "flag": torch.zeros(0)}, fi, images.shape[0])  # fmt: skip
+    out = landmarks_in_rois(bp, images, fi, c[fi, slot], s[fi, slot], r[fi, slot])
+    keep = out["flag"] >= bp.min_presence
+    return _people({k: v[keep] for k, v in out.items()}, fi[keep], images.shape[0])
+
+
+class BlazePoseTracker:
+    """Video mode over ``streams`` videos at once; call :meth:`step` with one frame of each.
+
+    Person ``j`` of a stream keeps slot ``j`` (its track id) while it is tracked; its next
+    ROI comes from its auxiliary landmarks. A stream runs the detector when it tracks nobody
+    or lost someone in the previous frame; a new detection whose centre lies within a quarter
+    side of a tracked person's ROI is the same person and is dropped.
+    """
+
+    def __init__(self, bp: BlazePose, streams: int, max_people: int = 1) -> None:
+        self.bp, self.S, self.N = bp, streams, max_people
+        dev = bp.device
+        self.center = torch.zeros(streams, max_people, 2, device=dev)
+        self.side = torch.zeros(streams, max_people, device=dev)
+        self.rotation = torch.zeros(streams, max_people, device=dev)
+        self.live = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
+        self.redetect = torch.ones(streams, dtype=torch.bool)
+        self.detections = 0
+
+    def _detect(self, images: torch.Tensor, sizes: torch.Tensor) -> None:
+        need = self.redetect.nonzero().flatten()
+        if len(need) == 0:
+            return
+        self.detections += len(need)
+        idx = need.to(images.device)
+        c, s, r, ok = detect_rois(self.bp, images[idx], sizes[idx], self.N)
+        for k, st in enumerate(need.tolist()):  # per re-detecting stream: fill free slots
+            for j in ok[k].nonzero().flatten().tolist():
+                live = self.live[st]
+                d = torch.linalg.vector_norm(self.center[st] - c[k, j], dim=-1)
+                if (live & (d < self.side[st] / 4)).any() or live.all():
+                    continue
+                slot = int((~live).nonzero()[0])
+                self.center[st, slot], self.side[st, slot] = c[k, j], s[k, j]
+                self.rotation[st, slot], self.live[st, slot] = r[k, j], True
+
+    @torch.no_grad()
+    def step(self, images: torch.Tensor, sizes: torch.Tensor) -> list[dict]:
+        """One frame per stream (``images (S, H, W, 3)``): per stream ``keypoints (N, 33, 3)``,
+        ``scores (N,)``, ``boxes (N, 4)`` and ``track (N,)`` slot ids of the people tracked."""
+        self._detect(images, sizes)
+        st, slot = self.live.nonzero(as_tuple=True)
+        if len(st) == 0:
+            self.redetect[:] = True
+            out = {"xy": torch.zeros(0, 39, 2), "visibility": torch.zeros(0, 39),
+                   "flag": torch.zeros(0)}  # fmt: skip
+            return [{**p, "track": torch.zeros(0, dtype=torch.long)}
+                    for p in _people(out, st, self.S)]  # fmt: skip
+        out = landmarks_in_rois(self.bp, images, st, self.center[st, slot], self.side[st, slot],
+                                self.rotation[st, slot])  # fmt: skip
+        keep = out["flag"] >= self.bp.min_presence
+        c, s, r = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], self.bp.roi_scale)
+        self.center[st, slot], self.side[st, slot], self.rotation[st, slot] = c, s, r
+        self.live[st, slot] = keep
+        lost = torch.zeros(self.S, dtype=torch.bool, device=keep.device)
+        lost[st[~keep]] = True
+        self.redetect = (lost | ~self.live.any(1)).cpu()
+        people = _people({k: v[keep] for k, v in out.items()}, st[keep], self.S)
+        tracks = slot[keep].cpu()
+        stk = st[keep].cpu()
+        for b, p in enumerate(people):
+            p["track"] = tracks[stk == b]
+        return people

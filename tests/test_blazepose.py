@@ -1,0 +1,73 @@
+"""The BlazePose pipeline (tensorpose/blazepose.py) on real bundled pictures."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tensorpose.blazepose import BlazePose, BlazePoseTracker, image_people
+from tensorpose.io.video import read_image
+from tensorpose.pose2d import pad_frames
+
+IMAGES = sorted(
+    (Path(__file__).resolve().parents[1] / "tensorpose/assets/coco/images").glob("*.jpg")
+)
+
+
+@pytest.fixture(scope="module")
+def bp():
+    return BlazePose.load("cpu")
+
+
+@pytest.fixture(scope="module")
+def frames():
+    return [read_image(p) for p in IMAGES[:2]]
+
+
+def test_image_mode_finds_people_inside_the_frames(bp, frames):
+    images, sizes = pad_frames(frames, torch.device("cpu"))
+    people = image_people(bp, images, sizes, max_people=2)
+    assert len(people) == 2
+    found = 0
+    for p, f in zip(people, frames, strict=True):
+        n = len(p["scores"])
+        assert p["keypoints"].shape == (n, 33, 3) and p["boxes"].shape == (n, 4)
+        assert (p["scores"] >= 0.5).all()
+        found += n
+        for kp in p["keypoints"]:
+            vis = kp[:, 2] > 0.8
+            xy = kp[vis, :2]
+            assert (xy[:, 0] > -0.1 * f.shape[1]).all() and (xy[:, 0] < 1.1 * f.shape[1]).all()
+    assert found >= 1
+
+
+def test_image_mode_is_per_frame(bp, frames):
+    """A frame's people do not depend on the other frames of the batch."""
+    images, sizes = pad_frames(frames[:1], torch.device("cpu"))
+    alone = image_people(bp, images, sizes, max_people=2)[0]
+    images, sizes = pad_frames(frames[:1] * 2, torch.device("cpu"))
+    both = image_people(bp, images, sizes, max_people=2)
+    for p in both:
+        np.testing.assert_allclose(p["keypoints"].numpy(), alone["keypoints"].numpy(), atol=0.02)
+
+
+def test_tracker_follows_and_batches_streams(bp, frames):
+    f = frames[0]
+    images, sizes = pad_frames([f, f], torch.device("cpu"))
+    tr = BlazePoseTracker(bp, streams=2, max_people=1)
+    first = tr.step(images, sizes)
+    assert tr.detections == 2
+    if len(first[0]["scores"]) == 0:
+        pytest.skip("nobody found in the first bundled picture")
+    again = tr.step(images, sizes)  # the same frame: tracked from the landmarks, no detector
+    assert tr.detections == 2
+    for a, b in zip(first, again, strict=True):
+        assert a["track"].tolist() == b["track"].tolist() == [0]
+        d = (a["keypoints"][0, :, :2] - b["keypoints"][0, :, :2]).norm(dim=-1)
+        assert d.median() < 0.05 * f.shape[0]
+    np.testing.assert_allclose(again[0]["keypoints"].numpy(), again[1]["keypoints"].numpy(),
+                               atol=0.02)  # fmt: skip
+    blank = torch.zeros_like(images)
+    assert all(len(p["scores"]) == 0 for p in tr.step(blank, sizes))
+    assert tr.redetect.all()
