@@ -138,35 +138,16 @@ def _profile_data(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from .apps.predict import predict, summary
-    from .pose2d import load_pose_model
+    from .apps.predict import predict_command, summary
 
-    src = Path(args.input)
-    out = Path(args.out) if args.out else Path("runs") / "predict" / src.resolve().stem
-    blaze = args.model == "blazepose"
-    if blaze == (args.checkpoint is not None) or not 1 <= args.max_people <= 64:
-        what = ("--max-people must be in 1..64" if blaze == (args.checkpoint is None)
-                else "--model blazepose takes no --checkpoint" if blaze
-                else "--checkpoint is required (or --model blazepose)")  # fmt: skip
-        print(f"tensorpose predict: error: {what}", file=sys.stderr)
-        return 2
-    pose = _blazepose(args.device) if blaze else load_pose_model(args.checkpoint, args.device)
-    detector = load_pose_model(args.detector, args.device) if args.detector else None
-    r = predict(src, pose, out, boxes=args.boxes, detector=detector, batch_size=args.batch_size,
-                box_threshold=args.box_threshold, min_score=args.min_score,
-                overwrite=args.overwrite, inputs=(args.checkpoint, args.detector),
-                progress=not args.quiet, max_people=args.max_people)  # fmt: skip
+    r, pose, out = predict_command(
+        args.input, args.checkpoint, model=args.model, detector=args.detector, out=args.out,
+        device=args.device, max_people=args.max_people, boxes=args.boxes,
+        batch_size=args.batch_size, box_threshold=args.box_threshold, min_score=args.min_score,
+        overwrite=args.overwrite, progress=not args.quiet,
+    )  # fmt: skip
     _print(summary(r, pose, out))
     return 0 if r.empty_frames < r.frames else 1
-
-
-def _blazepose(device: str):
-    import torch
-
-    from .blazepose import BlazePose
-
-    dev = "cuda" if device == "auto" and torch.cuda.is_available() else device
-    return BlazePose.load("cpu" if dev == "auto" else dev)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz import draw_people
 
-__all__ = ["PredictResult", "predict", "summary"]
+__all__ = ["PredictResult", "predict", "predict_command", "summary"]
 
 
 @dataclass
@@ -277,6 +277,51 @@ def predict(
     done = {keys.get(p.name, "pictures"): p for p in written}
     return PredictResult(counts["frames"], counts["people"], time.perf_counter() - t0, done,
                          counts["ids"], counts["empty"])  # fmt: skip
+
+
+def predict_command(
+    input: str | Path,
+    checkpoint: str | Path | None = None,
+    *,
+    model: str = "checkpoint",
+    detector: str | Path | None = None,
+    out: str | Path | None = None,
+    device: str = "auto",
+    max_people: int = 1,
+    **options,
+) -> tuple[PredictResult, object, Path]:
+    """``tensorpose predict``: the pose model (a 2D checkpoint, or with ``model="blazepose"``
+    the shipped BlazePose networks) and a CenterNet ``detector`` loaded, the default output
+    folder ``runs/predict/<name>``, then :func:`predict` with ``options``.
+
+    Returns:
+        the result, the pose model and the output folder.
+
+    Raises:
+        ValueError: ``--model blazepose`` with a ``--checkpoint``, neither given, or
+            ``--max-people`` outside 1..64 (each naming the flag).
+    """
+    from ..blazepose import BlazePose
+    from ..pose2d import load_pose_model
+    from ..train.distributed import resolve_device
+
+    blaze = model == "blazepose"
+    if blaze and checkpoint is not None:
+        raise ValueError("--model blazepose takes no --checkpoint")
+    if not blaze and checkpoint is None:
+        raise ValueError("--checkpoint is required (or --model blazepose)")
+    if not 1 <= max_people <= 64:
+        raise ValueError(f"--max-people must be in 1..64, got {max_people}")
+    src = Path(input)
+    out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
+    if blaze:
+        pose = BlazePose.load(resolve_device(device, what="--device"))
+    else:
+        pose = load_pose_model(checkpoint, device)
+    det = load_pose_model(detector, device) if detector else None
+    r = predict(src, pose, out, detector=det, inputs=(checkpoint, detector),
+                max_people=max_people, **options)  # fmt: skip
+    return r, pose, out
 
 
 def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
