@@ -148,6 +148,9 @@ def lift(
         K, dist, size = _calibration_camera(calib, camera)
     size = size if size is not None else kp.size
     fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
+    if not (math.isfinite(fps_used) and 0.1 <= fps_used <= 10_000):  # the file's own fps
+        raise ValueError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
+                         "pass --fps")  # fmt: skip
     _check_inside_image(kp.keypoints, size, src)
     T = kp.keypoints.shape[0]
     if video is not None:
