@@ -98,15 +98,12 @@ def triangulate_folder(
             folders by name (``cam01_json`` <-> ``cam_01``), it may hold more cameras.
         out_dir: output folder (created).
         min_confidence, max_reprojection_px, association_px, drop: see
-            :func:`tensorpose.multiview.triangulate_cameras`.
-        layout: keypoint layout; ``None`` detects it.
-        fps: frame rate; ``None``: what the input says (:func:`tensorpose.motion3d.find_fps`).
-        name: output file stem (default: the name of ``tracks_dir``).
-        plot: write the PNG. overwrite: replace existing outputs (else they are an error).
+            :func:`tensorpose.multiview.triangulate_cameras`. layout: ``None`` detects it.
+        fps: ``None``: what the input says (:func:`tensorpose.motion3d.find_fps`). name: file
+            stem (default: ``tracks_dir``'s name). plot: write the PNG. overwrite: replace.
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
-        axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``
-            (:mod:`tensorpose.motion3d`); the NPZ's ``points`` stay in the calibration's frame.
-        filter, cutoff, max_gap: the filter over time (:class:`tensorpose.motion3d.Filter3D`).
+        axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
+            stay in the calibration's. filter, cutoff, max_gap: :class:`~..motion3d.Filter3D`.
 
     Returns:
         A report: output paths, cameras and folders, calibration, layout, fps (and its source),
