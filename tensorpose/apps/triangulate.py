@@ -105,9 +105,8 @@ def triangulate_folder(
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
             stay in the calibration's. filter, cutoff, max_gap: :class:`~..motion3d.Filter3D`.
 
-    Returns:
-        A report: output paths, cameras and folders, calibration, layout, fps (and its source),
-        axes, filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
+    Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
+    filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
