@@ -89,14 +89,12 @@ def triangulate_folder(
     cutoff: float = 6.0,
     max_gap: int | None = None,
 ) -> dict:
-    """Triangulate a multi-camera recording and write the 3D joints (``tensorpose
-    triangulate``).
+    """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
     Args:
         tracks_dir: folder with one sub-folder of OpenPose ``*.json`` per camera.
-        calib_path: ``.qca.txt`` or ``.toml`` calibration; its cameras are matched to the
-            folders by name (``cam01_json`` <-> ``cam_01``), it may hold more cameras.
-        out_dir: output folder (created).
+        calib_path: ``.qca.txt`` or ``.toml``; cameras matched to the folders by name
+            (``cam01_json`` <-> ``cam_01``), it may hold more. out_dir: output folder.
         min_confidence, max_reprojection_px, association_px, drop: see
             :func:`tensorpose.multiview.triangulate_cameras`. layout: ``None`` detects it.
         fps: ``None``: what the input says (:func:`tensorpose.motion3d.find_fps`). name: file
