@@ -183,7 +183,8 @@ def _triangulate(args: argparse.Namespace) -> int:
     out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
     r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
-                    fps=args.fps, overwrite=args.overwrite, people=args.people)  # fmt: skip
+                    fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
+                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -448,7 +449,19 @@ def add_triangulate(sub) -> None:
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--max-reprojection-px", type=float, default=15.0)
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
-    p.add_argument("--fps", type=float, default=None, help="frame rate (bundled trial: 60)")
+    p.add_argument("--fps", type=float, default=None,
+                   help="frame rate (default: an .npz fps key or the videos next to the tracks; "
+                   "bundled trial: 60)")  # fmt: skip
+    p.add_argument("--axes", default="pose2sim", choices=("pose2sim", "calibration"),
+                   help="TRC frame: pose2sim (Y up; its X, Y, Z = the calibration's Y, Z, X) or "
+                   "the calibration's world frame (default: pose2sim)")  # fmt: skip
+    p.add_argument("--filter", default="none", choices=("none", "butterworth", "kalman", "rts"),
+                   help="3D filter over time (default: none)")  # fmt: skip
+    p.add_argument("--cutoff", type=float, default=6.0,
+                   help="Butterworth cut-off in Hz (zero-phase, order 4; default 6)")  # fmt: skip
+    p.add_argument("--max-gap", type=int, default=None,
+                   help="fill gaps of up to this many frames linearly (default: 10 with a "
+                   "filter, 0 without)")  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "

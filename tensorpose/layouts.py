@@ -36,6 +36,7 @@ __all__ = [
     "check_layout",
     "detect_layout",
     "layouts_with",
+    "marker_names",
     "to_body25",
     "to_coco17",
     "to_coco18",
@@ -73,6 +74,32 @@ LAYOUTS: dict[str, list[str]] = {
 """Keypoint names per layout, in file order. BODY_25's and COCO_18's ``neck`` is OpenPose's
 "Neck" (the base of the neck, between the shoulders); BODY_25B's ``neck`` is its "UpperNeck" and
 ``head_top`` its "HeadTop"."""
+
+_MARKER_RENAMES: dict[str, dict[str, str]] = {
+    "BODY_25": {"mid_hip": "CHip"},
+    "BODY_25B": {"head_top": "Head"},
+    "BLAZEPOSE_33": {"l_foot_index": "LBigToe", "r_foot_index": "RBigToe"},
+}
+"""Where Pose2Sim's skeletons (``Pose2Sim/skeletons.py``) name a keypoint other than the
+CamelCase of tensorpose's name: BODY_25's mid-hip is ``CHip``, BODY_25B's head top ``Head``
+(its upper neck is ``Neck``), BlazePose's foot index ``LBigToe`` / ``RBigToe``."""
+
+
+def marker_names(layout: str) -> list[str]:
+    """TRC marker names of a layout's keypoints, in file order, as OpenSim's Pose2Sim models and
+    Pose2Sim's TRC files name them: ``l_hip`` -> ``LHip``, ``r_big_toe`` -> ``RBigToe``,
+    ``nose`` -> ``Nose``, plus :data:`_MARKER_RENAMES` (keypoints Pose2Sim does not write, such
+    as BODY_25B's eyes and ears, get the same CamelCase: ``LEye``, ``REar``)."""
+    check_layout(layout)
+    renames = _MARKER_RENAMES.get(layout, {})
+
+    def camel(name: str) -> str:
+        parts = name.split("_")
+        side = parts.pop(0).upper() if parts[0] in ("l", "r") and len(parts) > 1 else ""
+        return side + "".join(p.capitalize() for p in parts)
+
+    return [renames.get(n, camel(n)) for n in LAYOUTS[layout]]
+
 
 COCO17_INDEX: dict[str, list[int]] = {
     name: [names.index(j) for j in coco17().names]

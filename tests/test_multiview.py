@@ -13,6 +13,7 @@ from tensorpose.apps.triangulate import triangulate_folder
 from tensorpose.io.calibration import load_calibration, write_toml
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
+from tensorpose.layouts import marker_names
 from tensorpose.multiview import camera_key, match_cameras
 from tensorpose.ops.association import triangulate_people
 
@@ -30,9 +31,11 @@ def test_outputs_agree_with_each_other_and_the_op(run):
     _, report = run
     trc = read_trc(report["outputs"]["trc"])
     npz = np.load(report["outputs"]["npz"])
-    assert trc.names == list(npz["names"]) and len(trc.names) == 25
+    assert trc.names == list(npz["marker_names"]) == marker_names("BODY_25B")
+    assert len(trc.names) == 25 and str(npz["axes"]) == "pose2sim"
     assert trc.fps == 60.0 and trc.units == "m" and "Calib.qca.txt" in trc.comment
-    np.testing.assert_allclose(trc.points, npz["points"], atol=5e-7)  # NaN where not valid
+    # the TRC is in Pose2Sim's axes: its (X, Y, Z) is the calibration world's (Y, Z, X)
+    np.testing.assert_allclose(trc.points, npz["points"][..., [1, 2, 0]], atol=5e-7)
     np.testing.assert_array_equal(np.isnan(npz["points"]).any(-1), ~npz["valid"])
     assert list(npz["cameras"]) == ["cam_01", "cam_02", "cam_03", "cam_04"]
     assert list(npz["folders"]) == ["cam01_json", "cam02_json", "cam03_json", "cam04_json"]

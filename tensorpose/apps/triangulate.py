@@ -15,7 +15,6 @@ associated across views, triangulated and linked over time
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -25,6 +24,8 @@ import torch
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
+from ..layouts import marker_names
+from ..motion3d import Filter3D, axes_text, check_axes, filter_points, find_fps, to_axes
 from ..multiperson import MAX_PEOPLE, centres, triangulate_cameras_people
 from ..multiview import (
     check_options,
@@ -58,16 +59,13 @@ def check_people(people: int | str | None) -> int | str | None:
     return people
 
 
-def _fps(tracks_dir: Path, fps: float | None) -> float:
-    """``fps``, or the bundled trial's 60 for the bundled folders."""
-    if fps is None:
-        bundled = [p.resolve() for p in bundled_tracks()]
-        if [f.resolve() for f in find_camera_folders(tracks_dir)] != bundled:
-            raise ValueError("--fps is needed for the TRC time column (frames per second)")
-        return BUNDLED_FPS
-    if not (isinstance(fps, int | float) and math.isfinite(fps) and 0.1 <= fps <= 10_000):
-        raise ValueError(f"--fps must be a frame rate in 0.1..10000, got {fps!r}")
-    return float(fps)
+def _fps(tracks_dir: Path, fps: float | None) -> tuple[float, str]:
+    """``fps``, else what the input says (:func:`tensorpose.motion3d.find_fps`), else the
+    bundled trial's 60 for the bundled folders; and where it came from."""
+    folders = find_camera_folders(tracks_dir)
+    bundled = [p.resolve() for p in bundled_tracks()]
+    is_bundled = [f.resolve() for f in folders] == bundled
+    return find_fps(tracks_dir, folders, fps, BUNDLED_FPS if is_bundled else None)
 
 
 def triangulate_folder(
@@ -86,54 +84,51 @@ def triangulate_folder(
     overwrite: bool = False,
     device: str | torch.device = "cpu",
     people: int | str | None = None,
+    axes: str = "pose2sim",
+    filter: str = "none",
+    cutoff: float = 6.0,
+    max_gap: int | None = None,
 ) -> dict:
-    """Triangulate a multi-camera recording and write the 3D joints (``tensorpose
-    triangulate``).
+    """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
     Args:
         tracks_dir: folder with one sub-folder of OpenPose ``*.json`` per camera.
-        calib_path: ``.qca.txt`` or ``.toml`` calibration; its cameras are matched to the
-            folders by name (``cam01_json`` <-> ``cam_01``), it may hold more cameras.
-        out_dir: output folder (created).
+        calib_path: ``.qca.txt`` or ``.toml``; cameras matched to the folders by name
+            (``cam01_json`` <-> ``cam_01``), it may hold more. out_dir: output folder.
         min_confidence, max_reprojection_px, association_px, drop: see
-            :func:`tensorpose.multiview.triangulate_cameras`.
-        layout: keypoint layout; ``None`` detects it.
-        fps: frame rate; ``None`` only for the bundled trial. name: output file stem (default:
-            the name of ``tracks_dir``).
-        plot: write the PNG. overwrite: replace existing outputs (else they are an error).
+            :func:`tensorpose.multiview.triangulate_cameras`. layout: ``None`` detects it.
+        fps: ``None``: what the input says (:func:`tensorpose.motion3d.find_fps`). name: file
+            stem (default: ``tracks_dir``'s name). plot: write the PNG. overwrite: replace.
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
+        axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
+            stay in the calibration's. filter, cutoff, max_gap: :class:`~..motion3d.Filter3D`.
 
-    Returns:
-        A report: output paths, cameras and folders, calibration, layout, fps and the figures
-        of :func:`tensorpose.multiview.summarize`.
+    Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
+    filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
+    check_axes(axes)
+    filt = Filter3D(filter, cutoff, max_gap=max_gap)
     if check_people(people) is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
-                              layout, plot, overwrite, device, min_confidence=min_confidence,
+                              layout, plot, overwrite, device, (axes, filt),
+                              min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
                               association_px=association_px, drop=drop)  # fmt: skip
     names = output_names(name)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
     check_options(min_confidence, max_reprojection_px, drop)
-    fps = _fps(tracks_dir, fps)
+    fps, source = _fps(tracks_dir, fps)
+    filt.check_fps(fps)
     cams = read_cameras(tracks_dir, calib_path, layout)
     tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
                               max_reprojection_px=max_reprojection_px, drop=drop,
                               device=device)  # fmt: skip
     with outputs:
-        axes = (f"X/Y/Z: world frame of {calib_path.name} (metres), cameras {cams.names}, "
-                f"tensorpose multi-view triangulation")  # fmt: skip
-        write_trc(outputs.path(names[0]), tri.points, tri.names, fps, units="m", axes=axes)
-        write_npz(outputs.path(names[1]), {
-            "points": tri.points, "errors": tri.errors, "mean_error": tri.mean_error,
-            "used": tri.used, "valid": tri.valid, "person": tri.person,
-            "names": np.array(tri.names), "cameras": np.array(cams.names),
-            "folders": np.array([f.name for f in cams.folders]), "fps": np.float64(fps),
-            "units": "m",
-        }, compressed=True)  # fmt: skip
+        figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
+                             (axes, filt))  # fmt: skip
         if plot:
             title = (f"{name}: reprojection error per joint ({len(cams.names)} cameras, "
                      f"{cams.frames} frames, valid {tri.valid.mean():.1%})")  # fmt: skip
@@ -148,27 +143,44 @@ def triangulate_folder(
         "calibration": str(calib_path),
         "layout": cams.layout,
         "fps": fps,
+        "fps_source": source,
+        **figures,
         **summarize(tri),
     }
 
 
 def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path: Path,
-               fps: float, extra: str = "") -> None:  # fmt: skip
-    """One person's TRC and NPZ (the single-person files' format)."""
-    axes = (f"X/Y/Z: world frame of {calib_path.name} (metres), cameras {cams.names}, "
-            f"tensorpose multi-view triangulation{extra}")  # fmt: skip
-    write_trc(outputs.path(trc), tri.points, tri.names, fps, units="m", axes=axes)
-    write_npz(outputs.path(npz), {
-        "points": tri.points, "errors": tri.errors, "mean_error": tri.mean_error,
+               fps: float, how: tuple[str, Filter3D], extra: str = "") -> dict:  # fmt: skip
+    """One person's TRC (``axes``, Pose2Sim's marker names) and NPZ (the calibration's frame),
+    after the filter; returns the axes, filter and jitter figures."""
+    axes, filt = how
+    points, filled = tri.points, np.zeros(tri.valid.shape, bool)
+    figures = {"axes": axes, "filter": filt.method}
+    if filt.method != "none" or filt.max_gap:
+        points, filled, jit = filter_points(tri.points, filt, fps)
+        figures.update(jit, max_gap=filt.max_gap)
+        if filt.method == "butterworth":
+            figures.update(cutoff=filt.cutoff, order=filt.order)
+    markers = marker_names(cams.layout)
+    text = (f"{axes_text(axes, calib_path.name)}, cameras {cams.names}, tensorpose multi-view "
+            f"triangulation{extra}, filter {filt.method}")  # fmt: skip
+    write_trc(outputs.path(trc), to_axes(points, axes), markers, fps, units="m", axes=text)
+    arrays = {
+        "points": points, "errors": tri.errors, "mean_error": tri.mean_error,
         "used": tri.used, "valid": tri.valid, "person": tri.person,
         "names": np.array(tri.names), "cameras": np.array(cams.names),
         "folders": np.array([f.name for f in cams.folders]), "fps": np.float64(fps),
-        "units": "m",
-    }, compressed=True)  # fmt: skip
+        "units": "m", "marker_names": np.array(markers), "axes": axes,
+        "trc_axes": np.array(text), "filter": filt.method,
+    }  # fmt: skip
+    if filt.method != "none" or filt.max_gap:
+        arrays.update(points_raw=tri.points, filled=filled)
+    write_npz(outputs.path(npz), arrays, compressed=True)
+    return figures
 
 
 def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | str, name: str,
-                   fps, layout, plot: bool, overwrite: bool, device,
+                   fps, layout, plot: bool, overwrite: bool, device, how,
                    **options) -> dict:  # fmt: skip
     """``triangulate_folder`` with ``people``: ``"auto"`` (every person found in at least a
     tenth of the frames) or a number (that many people, the best seen; fewer found is an error
@@ -178,22 +190,23 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
     check_options(options["min_confidence"], options["max_reprojection_px"], options["drop"])
-    fps = _fps(tracks_dir, fps)
+    fps, source = _fps(tracks_dir, fps)
+    how[1].check_fps(fps)
     cams = read_cameras(tracks_dir, calib_path, layout)
     tris = triangulate_cameras_people(cams, None if people == "auto" else people,
                                       device=device, **options)  # fmt: skip
     with outputs:
-        for k, tri in enumerate(tris):  # one person's files at a time (a handful)
-            _write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path, fps,
-                       f", person {k + 1} of {len(tris)}")  # fmt: skip
+        figures = [_write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path,
+                              fps, how, f", person {k + 1} of {len(tris)}")
+                   for k, tri in enumerate(tris)]  # fmt: skip
         if plot:
             title = (f"{name}: {len(tris)} people ({len(cams.names)} cameras, "
                      f"{cams.frames} frames)")  # fmt: skip
             plot_people_tracks(outputs.path(names[-1]), [centres(t.points, t.valid) for t in tris],
                                [f"p{k + 1}" for k in range(len(tris))], title)  # fmt: skip
         written = outputs.commit()
-    per = [{"frames_found": int(((t.person >= 0).sum(-1) >= 2).sum()), **summarize(t)}
-           for t in tris]  # fmt: skip
+    per = [{"frames_found": int(((t.person >= 0).sum(-1) >= 2).sum()), **f, **summarize(t)}
+           for t, f in zip(tris, figures, strict=True)]  # fmt: skip
     return {
         "tracks_dir": str(tracks_dir),
         "outputs": {p.name: str(p) for p in written},
@@ -202,9 +215,27 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         "calibration": str(calib_path),
         "layout": cams.layout,
         "fps": fps,
+        "fps_source": source,
         "people": per,
-        **{k: per[0][k] for k in ("frames", "joints")},
+        **{k: per[0][k] for k in ("frames", "joints", "axes", "filter")},
     }
+
+
+def _output_lines(r: dict) -> list[str]:
+    """The fps source, the TRC axes, the filter and its jitter figures."""
+    axes = ("Pose2Sim's (X, Y, Z) = the calibration's (Y, Z, X), Y up" if r["axes"] == "pose2sim"
+            else "the calibration's world frame")  # fmt: skip
+    lines = [f"  fps {r['fps']:g} from {r['fps_source']}; TRC axes: {axes}"]
+    for k, p in enumerate(r.get("people", [r])):  # one line per person (a handful)
+        if "jitter_raw" not in p:
+            continue
+        who = f"p{k + 1} " if "people" in r else ""
+        how = f"{p['filter']}" + (f" {p['cutoff']:g} Hz order {p['order']}"
+                                  if p["filter"] == "butterworth" else "")  # fmt: skip
+        lines.append(f"  {who}filter {how}, gaps <= {p['max_gap']} frames filled "
+                     f"({p['filled']} joint-frames); jitter {p['jitter_raw']:.1f} -> "
+                     f"{p['jitter_filtered']:.1f} mm/frame^2")  # fmt: skip
+    return lines
 
 
 def summary(r: dict) -> list[str]:
@@ -219,6 +250,7 @@ def summary(r: dict) -> list[str]:
         *[f"  camera {c}: {f}" for c, f in zip(r["cameras"], r["folders"], strict=True)],
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
+        *_output_lines(r),
         *[f"  wrote {p}" for p in r["outputs"].values()],
     ]
 
@@ -235,4 +267,4 @@ def _people_summary(r: dict) -> list[str]:
         lines.append(f"  p{k + 1}: found in {p['frames_found']} frames, valid "
                      f"{p['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
                      f"{p['mean_cameras_used'] or 0:.2f} cameras per joint")  # fmt: skip
-    return lines + [f"  wrote {p}" for p in r["outputs"].values()]
+    return lines + _output_lines(r) + [f"  wrote {p}" for p in r["outputs"].values()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["bridge_missing"]
+__all__ = ["bridge_missing", "fill_gaps"]
 
 
 def bridge_missing(
@@ -54,3 +54,34 @@ def bridge_missing(
     a = xy.gather(0, lo[..., None].expand(-1, -1, D))
     b = xy.gather(0, hi[..., None].expand(-1, -1, D))
     return torch.where(missing[..., None], a + w * (b - a), xy)
+
+
+def fill_gaps(
+    x: torch.Tensor, missing: torch.Tensor, max_gap: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fill the gaps of at most ``max_gap`` frames that have an observation on both sides by
+    linear interpolation in time, per joint (longer gaps and the ends stay as they are).
+
+    Args:
+        x: ``(T, J, D)`` values. missing: ``(T, J)`` bool. max_gap: ``>= 0`` frames.
+
+    Returns:
+        ``(T, J, D)`` with the short gaps filled, and the ``(T, J)`` bool of the filled entries.
+    """
+    if x.dim() != 3 or missing.shape != x.shape[:2]:
+        raise ValueError(
+            f"x must be (T, J, D) and missing (T, J), got {tuple(x.shape)} and "
+            f"{tuple(missing.shape)}"
+        )
+    T = x.shape[0]
+    seen = ~missing
+    t = torch.arange(T, device=x.device)[:, None].expand_as(seen)
+    prev = torch.where(seen, t, -1).cummax(0).values
+    nxt = torch.where(seen, t, T).flip(0).cummin(0).values.flip(0)
+    filled = missing & (prev >= 0) & (nxt < T) & (nxt - prev - 1 <= max_gap)
+    lo, hi = prev.clamp(0, T - 1), nxt.clamp(0, T - 1)
+    w = ((t - lo).to(x.dtype) / (hi - lo).clamp_min(1).to(x.dtype))[..., None]
+    D = x.shape[-1]
+    a = x.gather(0, lo[..., None].expand(-1, -1, D))
+    b = x.gather(0, hi[..., None].expand(-1, -1, D))
+    return torch.where(filled[..., None], a + w * (b - a), x), filled
