@@ -97,9 +97,9 @@ def landmarks_in_rois(bp, images, frame_index, center, side, rotation) -> dict[s
     (K,)``) of frames ``frame_index (K,)``: ``xy (K, 39, 2)`` pixels, ``visibility`` and
     ``presence`` ``(K, 39)``, ``flag (K,)`` (pose presence)."""
     M = roi_matrix(center, side, rotation, LANDMARK_SIZE)
-    crops = warp_affine_indexed(_nchw(images).float(), M, (LANDMARK_SIZE,) * 2, frame_index,
-                                out_dtype=None, border="replicate")  # fmt: skip
-    raw, flag, _, heatmaps, _ = bp.landmark(crops.float() / 255.0)
+    crops = warp_affine_indexed(_nchw(images), M, (LANDMARK_SIZE,) * 2, frame_index,
+                                out_dtype=torch.float32, border="replicate")  # fmt: skip
+    raw, flag, _, heatmaps, _ = bp.landmark(crops / 255.0)
     out = decode_landmarks(raw, center, side, rotation, heatmaps)
     out["flag"] = flag.reshape(-1)
     return out
