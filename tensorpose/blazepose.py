@@ -99,7 +99,8 @@ def landmarks_in_rois(bp, images, frame_index, center, side, rotation) -> dict[s
     M = roi_matrix(center, side, rotation, LANDMARK_SIZE)
     crops = warp_affine_indexed(_nchw(images), M, (LANDMARK_SIZE,) * 2, frame_index,
                                 out_dtype=torch.float32, border="replicate")  # fmt: skip
-    raw, flag, _, heatmaps, _ = bp.landmark(crops / 255.0)
+    # landmarks, pose flag, heatmaps (not the segmentation nor the world landmarks)
+    raw, flag, _, heatmaps, _ = bp.landmark(crops / 255.0, outputs=(0, 1, 3))
     out = decode_landmarks(raw, center, side, rotation, heatmaps)
     out["flag"] = flag.reshape(-1)
     return out
