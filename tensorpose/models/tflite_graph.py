@@ -80,10 +80,11 @@ def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int,
 
 
 def _activate(x: torch.Tensor, act: str) -> torch.Tensor:
+    """The fused activation, in place (``x`` is always an op's fresh result)."""
     if act == "RELU6":
-        return F.hardtanh(x, 0.0, 6.0)
+        return F.hardtanh_(x, 0.0, 6.0)
     if act == "RELU":
-        return F.relu(x)
+        return F.relu_(x)
     return x
 
 
