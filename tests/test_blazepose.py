@@ -71,3 +71,24 @@ def test_tracker_follows_and_batches_streams(bp, frames):
     blank = torch.zeros_like(images)
     assert all(len(p["scores"]) == 0 for p in tr.step(blank, sizes))
     assert tr.redetect.all()
+
+
+def test_image_mode_outputs_are_unchanged_by_the_speed_work(bp):
+    """image_people on three bundled pictures equals the output recorded before its warps read
+    uint8 pixels directly and the landmark pass skipped its unused outputs (within 1e-4 px)."""
+    ref = np.load(Path(__file__).parent / "data/blazepose_image_mode_before.npz")
+    frames = [read_image(p) for p in IMAGES[:3]]
+    images, sizes = pad_frames(frames, torch.device("cpu"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as recorded (more threads sum convolutions in another order)
+    try:
+        people = image_people(bp, images, sizes, max_people=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(len(p["scores"]) for p in people) >= 2
+    for i, p in enumerate(people):
+        kp, want = p["keypoints"].numpy(), ref[f"keypoints_{i}"]
+        assert kp.shape == want.shape
+        np.testing.assert_allclose(kp[..., :2], want[..., :2], rtol=0, atol=1e-4)
+        np.testing.assert_allclose(kp[..., 2], want[..., 2], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(p["scores"].numpy(), ref[f"scores_{i}"], rtol=0, atol=1e-6)

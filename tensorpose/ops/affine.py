@@ -374,25 +374,26 @@ def _gather_bilinear(
     n = y - y0
     s = 1 - n
     xi, yi = x0.to(torch.int64), y0.to(torch.int64)
-    if block is None:
-        first = torch.arange(grid.shape[0], device=grid.device).view(-1, 1, 1) * (H_in * W_in)
-    out = None
-    for dy, dx, weight in ((0, 0, s * e), (0, 1, s * w), (1, 0, n * e), (1, 1, n * w)):
-        r, c = yi + dy, xi + dx
+    rows, cols = [], []  # per source row / column of the 2 x 2: (flat offset, inside)
+    for r in (yi, yi + 1):
         if block is None:
-            ok = (r >= 0) & (r < H_in) & (c >= 0) & (c < W_in)
-            idx = first + r * W_in + c
+            first = torch.arange(grid.shape[0], device=grid.device).view(-1, 1, 1) * H_in
+            rows.append(((first + r) * W_in, (r >= 0) & (r < H_in)))
         else:  # tall rows: image r // block, row r % block (zero from H_in on)
             img = torch.div(r, block, rounding_mode="floor")
             row = r - img * block
-            ok = (r >= 0) & (img < B) & (row < H_in) & (c >= 0) & (c < W_in)
-            idx = (img * H_in + row) * W_in + c
-        v = flat.index_select(0, torch.where(ok, idx, 0).flatten()).view(*idx.shape, C)
-        weight = torch.where(ok, weight, 0.0).unsqueeze(-1)  # pixels outside read as 0
-        if out is None:
-            out = v * weight
-        else:
-            out = torch.addcmul(out, v.to(torch.float32), weight)
+            rows.append(((img * H_in + row) * W_in, (r >= 0) & (img < B) & (row < H_in)))
+    for c in (xi, xi + 1):
+        cols.append((c, (c >= 0) & (c < W_in)))
+    pairs = [(rows[0], cols[0]), (rows[0], cols[1]), (rows[1], cols[0]), (rows[1], cols[1])]
+    ok = torch.stack([ro & co for (_, ro), (_, co) in pairs], -1)
+    idx = torch.stack([r + c for (r, _), (c, _) in pairs], -1)
+    # the four pixels of each output pixel side by side: one gather, neighbouring reads
+    v = flat.index_select(0, torch.where(ok, idx, 0).flatten()).view(*idx.shape, C)
+    weights = torch.where(ok, torch.stack([s * e, s * w, n * e, n * w], -1), 0.0)
+    out = v[..., 0, :] * weights[..., 0, None]  # pixels outside read as 0 (weight 0)
+    for i in range(1, 4):  # nw + ne + sw + se, each an FMA, in the kernel's order
+        out = torch.addcmul(out, v[..., i, :].to(torch.float32), weights[..., i, None])
     return out.permute(0, 3, 1, 2).contiguous()  # NCHW, as grid_sample returns
 
 
