@@ -345,8 +345,10 @@ def _gather_path(images: torch.Tensor, work: torch.dtype, fill: float) -> bool:
     """Whether a warp samples uint8 pixels by :func:`_gather_bilinear` (CPU, float32 work,
     zero border): it reads the 4 source pixels of each output pixel instead of converting the
     whole image to float first (a 1920 x 1080 frame warped to 256 x 256: 8x fewer reads)."""
-    return images.dtype == torch.uint8 and images.device.type == "cpu" and (
-        work == torch.float32 and fill == 0.0
+    return (
+        images.dtype == torch.uint8
+        and images.device.type == "cpu"
+        and (work == torch.float32 and fill == 0.0)
     )
 
 
