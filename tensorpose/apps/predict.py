@@ -13,6 +13,15 @@ Outputs in ``out_dir``:
   ``<name>`` is the image's or video's stem (frame 0 for an image);
 - pictures: ``drawn/<image file name>`` for images, ``<video stem>.mp4`` (mp4v) for a video.
 
+With ``--model blazepose`` a video runs in video mode (``tracking``, see
+:class:`~tensorpose.blazepose.BlazePoseTracker`: the next region of interest from the smoothed
+landmarks, the detector again when someone is lost), and a folder of videos (the cameras of one
+recording, decoded side by side, one batch per time step) writes one OpenPose folder per camera,
+``openpose/<video stem>/<video stem>_<frame:012d>_keypoints.json`` (person_id = track), and
+``<video stem>.mp4`` each; ``results.json`` then holds every camera (each result names its
+``video``; image ids are frame numbers). ``tensorpose triangulate OUT/openpose CALIB`` reads the
+camera folders directly (matched to the calibration's cameras by name: ``cam01`` <-> ``cam_01``).
+
 COCO image ids: from the boxes file when it is a COCO file with an ``images`` list (matched by
 file name), otherwise the number in the file name (COCO's own ``000000000790.jpg`` is image
 790); when some file has no number, or two share one, every file gets its position in the
@@ -134,7 +143,9 @@ class _Staged:
             self.outputs.path("drawn").mkdir(exist_ok=True)
 
 
-def _check_options(batch_size: int, box_threshold: float, min_score: float) -> None:
+def _check_options(batch_size: int, box_threshold: float, min_score: float, input: Path) -> None:
+    if not input.exists():
+        raise FileNotFoundError(f"{input}: no such image, folder or video")
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 4096):
         raise ValueError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
     for flag, v in (("--box-threshold", box_threshold), ("--min-score", min_score)):
@@ -283,22 +294,14 @@ def predict(
     max_people: int = 1,
     tracking: bool = True,
 ) -> PredictResult:
-    """Predict every person's keypoints in an image, a folder of images or a video.
-
-    With ``--model blazepose`` a video runs in video mode (``tracking``, see
-    :class:`~tensorpose.blazepose.BlazePoseTracker`: the next region of interest from the
-    landmarks, the detector again when someone is lost), and a folder of videos (the cameras
-    of one recording, decoded side by side, one batch per time step) writes one OpenPose folder
-    per camera, ``openpose/<video stem>/``, and ``<video stem>.mp4`` each: the input of
-    ``tensorpose triangulate OUT/openpose CALIB``.
+    """Predict every person's keypoints in an image, a folder of images or a video (with
+    BlazePose also a folder of videos: see the module docstring).
 
     Args:
         input: image file, folder of images, or video file.
-        pose: the pose model (:class:`~tensorpose.pose2d.PoseModel`), on its device, in eval
-            mode.
+        pose: the model (:class:`~tensorpose.pose2d.PoseModel`), on its device, in eval mode.
         out_dir: where outputs go (see the module docstring); created.
-        boxes: COCO detections JSON (top-down models; see
-            :func:`tensorpose.io.coco.load_detections`).
+        boxes: COCO detections JSON (top-down models; :func:`~tensorpose.io.coco.load_detections`).
         detector: a ``"centernet"`` model used as person detector (top-down models).
         batch_size: frames per batch (and people per top-down forward pass: ``4 x`` this).
         box_threshold: boxes (file or detector) scoring less are not used (0: all).
@@ -309,8 +312,7 @@ def predict(
         overwrite: replace the outputs of an earlier run in ``out_dir``.
         inputs: other input files (checkpoints) the output may not overlap.
         progress: a tqdm progress bar over frames.
-        max_people: BlazePose: people per frame.
-        tracking: BlazePose on videos: video mode (``False``: every frame on its own).
+        max_people, tracking: BlazePose: people per frame; video mode on videos.
 
     Raises:
         ValueError: a bad input (named), a top-down model without ``boxes``/``detector``, a
@@ -319,20 +321,16 @@ def predict(
     """
     from tqdm.auto import tqdm
 
-    t0 = time.perf_counter()
-    input = Path(input)
-    _check_options(batch_size, box_threshold, min_score)
+    t0, input = time.perf_counter(), Path(input)
+    _check_options(batch_size, box_threshold, min_score, input)
     _check_models(pose, boxes, detector)
-    if not input.exists():
-        raise FileNotFoundError(f"{input}: no such image, folder or video")
     video = is_video(input)
     stem = input.stem if input.is_file() else input.resolve().name
     videos = _tracked_videos(input, pose, tracking)
     cameras = videos is not None and input.is_dir()  # one output per camera video
     movies = [f"{v.stem}.mp4" for v in videos] if cameras else [f"{stem}.mp4"]
-    outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", *movies],
-                           inputs=[input, boxes, *inputs], overwrite=overwrite,
-                           whole_folder=True)  # fmt: skip
+    outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", *movies], inputs=[
+        input, boxes, *inputs], overwrite=overwrite, whole_folder=True)  # fmt: skip
     dets, names = load_detections(boxes) if boxes is not None else ({}, {})
     total = sum(count_frames(v) or 0 for v in videos) if videos else count_frames(input)
     which = {"coco": coco, "openpose": openpose, "draw": draw}
@@ -347,20 +345,29 @@ def predict(
                 counts = _run(input, pose, detector, dets, names, staged[0], batch_size,
                               box_threshold, bar, max_people)  # fmt: skip
             else:
-                staged = [_Staged(outputs, v.stem, True, video_info(v)[1] or 30.0, *args, cameras)
-                          for v in videos]  # fmt: skip
-                counts = _run_tracked(videos, pose, staged, bar, max_people)
+                staged, counts = _run_videos(outputs, videos, cameras, args, pose, bar, max_people)
             if boxes is not None and not counts["matched"]:
                 raise _no_match(boxes, counts["frames"], counts["ids"], dets)
             _finish(outputs, staged, cameras)
             written = outputs.commit()
     finally:
         bar.close()
+    return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0)
+
+
+def _result(counts: dict, written: list[Path], seconds: float, cameras: int) -> PredictResult:
     keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
     done = {keys.get(p.name, p.stem if cameras else "pictures"): p for p in written}
-    return PredictResult(counts["frames"], counts["people"], time.perf_counter() - t0, done,
-                         counts["ids"], counts["empty"], counts.get("detector_frames"),
-                         len(staged) if cameras else 0)  # fmt: skip
+    return PredictResult(counts["frames"], counts["people"], seconds, done, counts["ids"],
+                         counts["empty"], counts.get("detector_frames"), cameras)  # fmt: skip
+
+
+def _run_videos(outputs, videos: list[Path], cameras: bool, args: tuple, pose, bar,
+                max_people: int) -> tuple[list[_Staged], dict]:  # fmt: skip
+    """BlazePose's video mode: the staged outputs of each video and the counts."""
+    staged = [_Staged(outputs, v.stem, True, video_info(v)[1] or 30.0, *args, cameras)
+              for v in videos]  # fmt: skip
+    return staged, _run_tracked(videos, pose, staged, bar, max_people)
 
 
 def _finish(outputs: OutputFolder, staged: list[_Staged], cameras: bool) -> None:
