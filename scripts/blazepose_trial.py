@@ -10,7 +10,9 @@ bundled OpenPose detections.
 3. per camera, the median and 90th percentile pixel distance of BlazePose's limb joints
    (shoulders, elbows, wrists, hips, knees, ankles, converted to COCO names) to the bundled
    OpenPose (BODY_25B) detections, in the frames and joints both found (OpenPose confidence
-   above 0), against the OpenPose person nearest to BlazePose's.
+   above 0), against the OpenPose person nearest to BlazePose's; ``*_as_named`` compares joints
+   by name, the plain figures mirror BlazePose's left and right in the frames where that is
+   nearer (BlazePose swaps them when it sees the person from behind), and count those frames.
 
 ::
 
@@ -74,7 +76,8 @@ def limb_distances(blaze_dir: Path, openpose_dir: Path) -> dict:
     from tensorpose.layouts import to_coco17
 
     bp, op = read_detections(blaze_dir), read_detections(openpose_dir)
-    d, frames = [], 0
+    d, named, swapped, frames = [], [], [], 0
+    flip = [0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]  # COCO-17 left <-> right
     for a, b in zip(bp.frames, op.frames, strict=False):  # per frame: the people found
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         if not len(a) or not len(b):
@@ -88,15 +91,23 @@ def limb_distances(blaze_dir: Path, openpose_dir: Path) -> dict:
         if not np.isfinite(med[best]):
             continue
         frames += 1
-        d.append(dist[best][seen[best]])
+        named.append(dist[best][seen[best]])
+        mirrored = to_coco17(a[:1], bp.layout)[0, flip][LIMB_JOINTS]
+        other = np.linalg.norm(theirs[best, :, :2] - mirrored[:, :2], axis=-1)[seen[best]]
+        swapped.append(np.median(other) < np.median(named[-1]))  # left and right swapped
+        d.append(other if swapped[-1] else named[-1])
     d = np.concatenate(d) if d else np.zeros(0)
+    named = np.concatenate(named) if named else np.zeros(0)
     return {
         "layouts": [bp.layout, op.layout],
         "frames_compared": frames,
         "frames": [len(bp.frames), len(op.frames)],
         "joints_compared": int(d.size),
+        "frames_left_right_swapped": int(np.sum(swapped)),
         "median_px": float(np.median(d)) if d.size else None,
         "p90_px": float(np.percentile(d, 90)) if d.size else None,
+        "median_px_as_named": float(np.median(named)) if named.size else None,
+        "p90_px_as_named": float(np.percentile(named, 90)) if named.size else None,
     }
 
 
@@ -141,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{t['limb_length_std_m_mean'] * 1000:.1f} mm (mean over limbs)")  # fmt: skip
     for cam, r in per_camera.items():
         print(f"{cam}: BlazePose vs OpenPose limb joints median {r['median_px']:.1f} px, p90 "
-              f"{r['p90_px']:.1f} px ({r['frames_compared']} frames)")  # fmt: skip
+              f"{r['p90_px']:.1f} px ({r['frames_compared']} frames; as named: "
+              f"{r['median_px_as_named']:.1f} / {r['p90_px_as_named']:.1f} px, left/right "
+              f"swapped in {r['frames_left_right_swapped']} frames)")  # fmt: skip
     print(f"-> {a.out}")
     return 0
 

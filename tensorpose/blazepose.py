@@ -183,10 +183,13 @@ class BlazePoseTracker:
     def _smoothed(self, out: dict, st: torch.Tensor, slot: torch.Tensor) -> dict:
         """MediaPipe's landmark smoothing (``pose_landmark_filtering``) of the people tracked
         in slots ``(st, slot)``: visibility low-passed (alpha 0.1); the 33 landmarks and the
-        two auxiliary ones (which give the next ROI) One-Euro filtered in pixels with the
-        ROI's side as the object scale (min cutoff 0.05 / 0.01, beta 80 / 10, derivative
-        cutoff 1), at ``fps`` (MediaPipe's solution API: 30)."""
-        started, scale = self.started[st, slot], 1.0 / self.side[st, slot].clamp_min(1e-6)
+        two auxiliary ones (which give the next ROI) One-Euro filtered in pixels (min cutoff
+        0.05 / 0.01, beta 80 / 10, derivative cutoff 1: the options in MediaPipe 0.10.14's
+        graph), the object scale being the side of the unscaled square on this frame's raw
+        auxiliary points (its ``AlignmentPointsRectsCalculator`` roi), at ``fps``
+        (MediaPipe's solution API: 30)."""
+        _, side, _ = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], 1.0)
+        started, scale = self.started[st, slot], 1.0 / side.clamp_min(1e-6)
         xy = out["xy"].clone()
         for part, lo, hi, cutoff, beta in (("body", 0, NUM_LANDMARKS, 0.05, 80.0),
                                            ("aux", 33, 35, 0.01, 10.0)):  # fmt: skip
