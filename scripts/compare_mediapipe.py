@@ -12,6 +12,11 @@ landmarks of the frames where both found a person), and both frame rates::
         ../shared/data/tracks/openpose_body25b/videos/cam01.mp4
 
 writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load average).
+``--mode video`` compares video mode instead (MediaPipe's ``static_image_mode=False``: its
+tracking and landmark smoothing, against :class:`tensorpose.blazepose.BlazePoseTracker` frame
+by frame) and writes ``blazepose_vs_mediapipe_video_cpu.json``. The contenders take
+``--turns`` turns, each in a process of its own; ``--baseline DIR`` times an older tensorpose
+(``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import venv
 from pathlib import Path
 
@@ -39,7 +44,7 @@ import json, sys, time
 import cv2, numpy as np
 import mediapipe as mp
 cv2.setNumThreads(1)
-path, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+path, n, out, static = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "image"
 cap = cv2.VideoCapture(path)
 frames = []
 while len(frames) < n or n <= 0:
@@ -48,7 +53,7 @@ while len(frames) < n or n <= 0:
         break
     frames.append(cv2.cvtColor(f, cv2.COLOR_BGR2RGB))
 kp = np.full((len(frames), 33, 3), np.nan)
-with mp.solutions.pose.Pose(static_image_mode=True, model_complexity=1) as pose:
+with mp.solutions.pose.Pose(static_image_mode=static, model_complexity=1) as pose:
     t0 = time.perf_counter()
     for i, rgb in enumerate(frames):
         r = pose.process(rgb)
@@ -77,43 +82,64 @@ def make_venv(folder: Path, find_links: Path | None) -> Path:
     return py
 
 
-def run_mediapipe(py: Path, video: Path, frames: int):
+def run_mediapipe(py: Path, video: Path, frames: int, mode: str = "image"):
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "kp.npy"
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        r = subprocess.run([str(py), "-c", WORKER, str(video), str(frames), str(out)],
+        r = subprocess.run([str(py), "-c", WORKER, str(video), str(frames), str(out), mode],
                            check=True, capture_output=True, text=True, env=env)  # fmt: skip
         info = json.loads(r.stdout.strip().splitlines()[-1])
         return np.load(out), info
 
 
-def run_tensorpose(video: Path, frames: int, batch: int):
+TP_WORKER = r"""
+import json, sys, time
+import numpy as np, torch
+root, video, out, mode = sys.argv[1], sys.argv[2], sys.argv[5], sys.argv[6]
+n, batch = int(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, root)
+from tensorpose.blazepose import BlazePose, BlazePoseTracker, image_people
+from tensorpose.io.video import iter_frames
+from tensorpose.pose2d import pad_frames
+torch.set_num_threads(1)
+bp = BlazePose.load("cpu")
+decoded = []
+for fb in iter_frames(video, batch):
+    decoded += fb.images
+    if 0 < n <= len(decoded):
+        decoded = decoded[:n]
+        break
+kp = np.full((len(decoded), 33, 3), np.nan)
+t0 = time.perf_counter()
+tracker = BlazePoseTracker(bp, 1, 1) if mode == "video" else None
+step = 1 if tracker is not None else batch
+for s in range(0, len(decoded), step):
+    images, sizes = pad_frames(decoded[s : s + step], torch.device("cpu"))
+    found = tracker.step(images, sizes) if tracker else image_people(bp, images, sizes, 1)
+    for i, p in enumerate(found):
+        if len(p["scores"]):
+            kp[s + i] = p["keypoints"][0].numpy()
+seconds = time.perf_counter() - t0
+np.save(out, kp)
+print(json.dumps({"frames": len(decoded), "seconds": seconds}))
+"""
+
+
+def run_tensorpose(root: Path, video: Path, frames: int, batch: int, mode: str = "image"):
+    """The tensorpose package under ``root`` (this checkout, or an older one as a baseline) in a
+    process of its own, one thread."""
     import numpy as np
-    import torch
 
-    sys.path.insert(0, str(ROOT))
-    from tensorpose.blazepose import BlazePose, image_people
-    from tensorpose.io.video import iter_frames
-    from tensorpose.pose2d import pad_frames
-
-    torch.set_num_threads(1)
-    bp = BlazePose.load("cpu")
-    decoded = []
-    for fb in iter_frames(video, batch):
-        decoded += fb.images
-        if 0 < frames <= len(decoded):
-            decoded = decoded[:frames]
-            break
-    kp = np.full((len(decoded), 33, 3), np.nan)
-    t0 = time.perf_counter()
-    for s in range(0, len(decoded), batch):
-        images, sizes = pad_frames(decoded[s : s + batch], torch.device("cpu"))
-        for i, p in enumerate(image_people(bp, images, sizes, 1)):
-            if len(p["scores"]):
-                kp[s + i] = p["keypoints"][0].numpy()
-    return kp, {"frames": len(decoded), "seconds": time.perf_counter() - t0}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "kp.npy"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        cmd = [sys.executable, "-c", TP_WORKER, str(root), str(video), str(frames), str(batch)]
+        r = subprocess.run([*cmd, str(out), mode], check=True, capture_output=True, text=True,
+                           env=env)  # fmt: skip
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+        return np.load(out), info
 
 
 def compare(ours, theirs) -> dict:
@@ -140,27 +166,53 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--venv", type=Path, default=Path.home() / ".cache/tensorpose/mediapipe-venv")
     p.add_argument("--find-links", type=Path, default=None, help="a folder holding the wheel")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--turns", type=int, default=2, help="timed runs of each contender, taking "
+                   "turns (the frame rates are their medians)")  # fmt: skip
+    p.add_argument("--baseline", type=Path, default=None, help="a folder holding an older "
+                   "tensorpose package (e.g. `git archive <commit> tensorpose | tar -x -C DIR`), "
+                   "timed in the same turns")  # fmt: skip
+    p.add_argument("--mode", choices=("image", "video"), default="image", help="video: "
+                   "MediaPipe's static_image_mode=False (tracking, smoothing) against "
+                   "BlazePoseTracker, frame by frame")  # fmt: skip
+    p.add_argument("--baseline-label", default=None, help="what --baseline is (e.g. a commit)")
     a = p.parse_args(argv)
+    if a.out == OUT and a.mode == "video":
+        a.out = OUT.with_name("blazepose_vs_mediapipe_video_cpu.json")
     py = make_venv(a.venv, a.find_links)
+    load0 = os.getloadavg()
     rows = []
     for video in a.videos:
-        theirs, mp_info = run_mediapipe(py, video, a.frames)
-        ours, tp_info = run_tensorpose(video, a.frames, a.batch_size)
+        rates: dict[str, list[float]] = {"tensorpose": [], "mediapipe": [], "baseline": []}
+        for _ in range(max(a.turns, 1)):  # contenders take turns: load changes hit them alike
+            theirs, mp_info = run_mediapipe(py, video, a.frames, a.mode)
+            ours, tp_info = run_tensorpose(ROOT, video, a.frames, a.batch_size, a.mode)
+            rates["mediapipe"].append(mp_info["frames"] / mp_info["seconds"])
+            rates["tensorpose"].append(tp_info["frames"] / tp_info["seconds"])
+            if a.baseline is not None:
+                _, b_info = run_tensorpose(a.baseline, video, a.frames, a.batch_size, a.mode)
+                rates["baseline"].append(b_info["frames"] / b_info["seconds"])
         row = {"video": str(video), **compare(ours, theirs[: len(ours)])}
-        row["tensorpose_frames_per_s"] = tp_info["frames"] / tp_info["seconds"]
-        row["mediapipe_frames_per_s"] = mp_info["frames"] / mp_info["seconds"]
+        for k, v in rates.items():
+            if v:
+                row[f"{k}_frames_per_s"] = statistics.median(v)
         row["frames"] = tp_info["frames"]
         rows.append(row)
         print(f"{video.name}: {row['frames_both']}/{row['frames']} frames both, median "
               f"{row['median_px']:.2f} px, p95 {row['p95_px']:.2f} px; tensorpose "
               f"{row['tensorpose_frames_per_s']:.1f} frames/s, MediaPipe "
               f"{row['mediapipe_frames_per_s']:.1f} frames/s (one thread each)")  # fmt: skip
+        if rates["baseline"]:
+            print(f"  baseline tensorpose {row['baseline_frames_per_s']:.1f} frames/s")
     report = {
-        "what": "tensorpose BlazePose image mode vs mediapipe==0.10.14 mp.solutions.pose "
-        "(static_image_mode=True, model_complexity=1), landmark pixel distance",
+        "what": f"tensorpose BlazePose {a.mode} mode vs mediapipe==0.10.14 mp.solutions.pose "
+        f"(static_image_mode={a.mode == 'image'}, model_complexity=1), landmark pixel distance",
         "machine": platform.processor() or platform.machine(),
         "load_average": os.getloadavg(),
+        "load_average_start": load0,
         "threads": 1,
+        "turns": a.turns,
+        "baseline": (a.baseline_label or str(a.baseline)) if a.baseline else None,
+        "mode": a.mode,
         "videos": rows,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ landmarks -> image pixels, as batched tensor code on the networks' device.
 - Video mode (:class:`BlazePoseTracker`): one frame of each of ``S`` streams (the cameras of a
   recording) per call; a person's next ROI comes from its landmarks (the auxiliary alignment
   points 33 and 34), and a stream runs the detector again when it tracks nobody or lost a
-  person (pose presence below ``min_presence``). No landmark smoothing.
+  person (pose presence below ``min_presence``); with MediaPipe's landmark smoothing
+  (One-Euro filters, :meth:`BlazePoseTracker._smoothed`) unless ``smooth=False``.
 
 Frames come as ``(B, H, W, 3)`` uint8 RGB (``pad_frames``: zero-padded to the largest, with
 their ``(B, 2)`` sizes ``(w, h)``). People come back per frame as ``keypoints (n, 33, 3)``
@@ -32,6 +33,7 @@ from .ops.blazepose import (
     decode_landmarks,
     detection_to_image,
     letterbox_roi,
+    one_euro_step,
     roi_matrix,
     ssd_anchors,
     weighted_nms,
@@ -97,9 +99,10 @@ def landmarks_in_rois(bp, images, frame_index, center, side, rotation) -> dict[s
     (K,)``) of frames ``frame_index (K,)``: ``xy (K, 39, 2)`` pixels, ``visibility`` and
     ``presence`` ``(K, 39)``, ``flag (K,)`` (pose presence)."""
     M = roi_matrix(center, side, rotation, LANDMARK_SIZE)
-    crops = warp_affine_indexed(_nchw(images).float(), M, (LANDMARK_SIZE,) * 2, frame_index,
-                                out_dtype=None, border="replicate")  # fmt: skip
-    raw, flag, _, heatmaps, _ = bp.landmark(crops.float() / 255.0)
+    crops = warp_affine_indexed(_nchw(images), M, (LANDMARK_SIZE,) * 2, frame_index,
+                                out_dtype=torch.float32, border="replicate")  # fmt: skip
+    # landmarks, pose flag, heatmaps (not the segmentation nor the world landmarks)
+    raw, flag, _, heatmaps, _ = bp.landmark(crops / 255.0, outputs=(0, 1, 3))
     out = decode_landmarks(raw, center, side, rotation, heatmaps)
     out["flag"] = flag.reshape(-1)
     return out
@@ -141,9 +144,17 @@ class BlazePoseTracker:
     side of a tracked person's ROI is the same person and is dropped.
     """
 
-    def __init__(self, bp: BlazePose, streams: int, max_people: int = 1) -> None:
+    def __init__(self, bp: BlazePose, streams: int, max_people: int = 1, smooth: bool = True,
+                 fps: float = 30.0) -> None:  # fmt: skip
         self.bp, self.S, self.N = bp, streams, max_people
+        self.smooth, self.fps = smooth, fps
         dev = bp.device
+        # the smoothing filters' state per slot (MediaPipe's pose_landmark_filtering)
+        self.started = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
+        zeros = lambda n: torch.zeros(streams, max_people, n, 2, device=dev)  # noqa: E731
+        self.filters = {part: {k: zeros(n) for k in ("raw", "out", "speed")}
+                        for part, n in (("body", NUM_LANDMARKS), ("aux", 2))}  # fmt: skip
+        self.visibility = torch.zeros(streams, max_people, NUM_LANDMARKS, device=dev)
         self.center = torch.zeros(streams, max_people, 2, device=dev)
         self.side = torch.zeros(streams, max_people, device=dev)
         self.rotation = torch.zeros(streams, max_people, device=dev)
@@ -167,6 +178,32 @@ class BlazePoseTracker:
                 slot = int((~live).nonzero()[0])
                 self.center[st, slot], self.side[st, slot] = c[k, j], s[k, j]
                 self.rotation[st, slot], self.live[st, slot] = r[k, j], True
+                self.started[st, slot] = False  # a new person: its filters restart
+
+    def _smoothed(self, out: dict, st: torch.Tensor, slot: torch.Tensor) -> dict:
+        """MediaPipe's landmark smoothing (``pose_landmark_filtering``) of the people tracked
+        in slots ``(st, slot)``: visibility low-passed (alpha 0.1); the 33 landmarks and the
+        two auxiliary ones (which give the next ROI) One-Euro filtered in pixels (min cutoff
+        0.05 / 0.01, beta 80 / 10, derivative cutoff 1: the options in MediaPipe 0.10.14's
+        graph), the object scale being the side of the unscaled square on this frame's raw
+        auxiliary points (its ``AlignmentPointsRectsCalculator`` roi), at ``fps``
+        (MediaPipe's solution API: 30)."""
+        _, side, _ = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], 1.0)
+        started, scale = self.started[st, slot], 1.0 / side.clamp_min(1e-6)
+        xy = out["xy"].clone()
+        for part, lo, hi, cutoff, beta in (("body", 0, NUM_LANDMARKS, 0.05, 80.0),
+                                           ("aux", 33, 35, 0.01, 10.0)):  # fmt: skip
+            prev = {k: v[st, slot] for k, v in self.filters[part].items()}
+            xy[:, lo:hi], new = one_euro_step(out["xy"][:, lo:hi], prev, started, scale,
+                                              self.fps, cutoff, beta)  # fmt: skip
+            for k, v in new.items():
+                self.filters[part][k][st, slot] = v
+        vis = out["visibility"].clone()
+        body = vis[:, :NUM_LANDMARKS]
+        smooth = 0.1 * body + 0.9 * self.visibility[st, slot]
+        vis[:, :NUM_LANDMARKS] = torch.where(started[:, None], smooth, body)
+        self.visibility[st, slot] = vis[:, :NUM_LANDMARKS]
+        return {**out, "xy": xy, "visibility": vis}
 
     @torch.no_grad()
     def step(self, images: torch.Tensor, sizes: torch.Tensor) -> list[dict]:
@@ -183,9 +220,12 @@ class BlazePoseTracker:
         out = landmarks_in_rois(self.bp, images, st, self.center[st, slot], self.side[st, slot],
                                 self.rotation[st, slot])  # fmt: skip
         keep = out["flag"] >= self.bp.min_presence
+        if self.smooth:
+            out = self._smoothed(out, st, slot)
         c, s, r = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], self.bp.roi_scale)
         self.center[st, slot], self.side[st, slot], self.rotation[st, slot] = c, s, r
         self.live[st, slot] = keep
+        self.started[st, slot] = keep  # a lost person's filters restart
         lost = torch.zeros(self.S, dtype=torch.bool, device=keep.device)
         lost[st[~keep]] = True
         self.redetect = (lost | ~self.live.any(1)).cpu()

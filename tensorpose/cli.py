@@ -144,7 +144,7 @@ def _predict(args: argparse.Namespace) -> int:
         args.input, args.checkpoint, model=args.model, detector=args.detector, out=args.out,
         device=args.device, max_people=args.max_people, boxes=args.boxes,
         batch_size=args.batch_size, box_threshold=args.box_threshold, min_score=args.min_score,
-        overwrite=args.overwrite, progress=not args.quiet,
+        overwrite=args.overwrite, progress=not args.quiet, tracking=not args.image_mode,
     )  # fmt: skip
     _print(summary(r, pose, out))
     return 0 if r.empty_frames < r.frames else 1
@@ -325,14 +325,18 @@ def add_predict(sub) -> None:
         "or a CenterNet --detector) or a centernet checkpoint (no boxes) on INPUT. Writes "
         "results.json (COCO keypoint results), openpose/ (per-frame JSON, COCO_18 layout: input "
         "of `tensorpose smooth` and `tensorpose lift`) and drawn/ pictures or an MP4. Outputs "
-        "are written under temporary names and renamed when the whole input is done.",
+        "are written under temporary names and renamed when the whole input is done. With "
+        "--model blazepose a folder of videos (the cameras of one recording) gives one folder "
+        "per camera, openpose/<video stem>/, the input of `tensorpose triangulate`.",
     )
-    p.add_argument("input", help="image, folder of images, or video")
+    p.add_argument("input", help="image, folder of images, video, or (blazepose) folder of videos")
     p.add_argument("--checkpoint", default=None, help="checkpoint.pt of a 2D run")
     p.add_argument("--model", choices=("checkpoint", "blazepose"), default="checkpoint",
                    help="blazepose: MediaPipe's BlazePose (shipped, no checkpoint; OpenPose "
                    "JSON in the BLAZEPOSE_33 layout)")  # fmt: skip
     p.add_argument("--max-people", type=int, default=1, help="blazepose: people per frame")
+    p.add_argument("--image-mode", action="store_true", help="blazepose on videos: each frame "
+                   "alone (default: video mode, people tracked from their landmarks)")  # fmt: skip
     group = p.add_mutually_exclusive_group()
     group.add_argument("--boxes", default=None, help="COCO detections JSON (top-down models)")
     group.add_argument(

@@ -71,3 +71,42 @@ def test_tracker_follows_and_batches_streams(bp, frames):
     blank = torch.zeros_like(images)
     assert all(len(p["scores"]) == 0 for p in tr.step(blank, sizes))
     assert tr.redetect.all()
+
+
+def test_image_mode_outputs_are_unchanged_by_the_speed_work(bp):
+    """image_people on three bundled pictures equals the output recorded before its warps read
+    uint8 pixels directly and the landmark pass skipped its unused outputs (within 1e-4 px)."""
+    ref = np.load(Path(__file__).parent / "data/blazepose_image_mode_before.npz")
+    frames = [read_image(p) for p in IMAGES[:3]]
+    images, sizes = pad_frames(frames, torch.device("cpu"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as recorded (more threads sum convolutions in another order)
+    try:
+        people = image_people(bp, images, sizes, max_people=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(len(p["scores"]) for p in people) >= 2
+    for i, p in enumerate(people):
+        kp, want = p["keypoints"].numpy(), ref[f"keypoints_{i}"]
+        assert kp.shape == want.shape
+        np.testing.assert_allclose(kp[..., :2], want[..., :2], rtol=0, atol=1e-4)
+        np.testing.assert_allclose(kp[..., 2], want[..., 2], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(p["scores"].numpy(), ref[f"scores_{i}"], rtol=0, atol=1e-6)
+
+
+def test_tracker_smoothing_starts_from_the_raw_landmarks(bp, frames):
+    """MediaPipe's landmark smoothing: a person's first tracked frame passes through; later
+    frames are filtered (a moving person lags behind its raw landmarks)."""
+    f = frames[0]
+    images, sizes = pad_frames([f], torch.device("cpu"))
+    raw = BlazePoseTracker(bp, streams=1, smooth=False)
+    smooth = BlazePoseTracker(bp, streams=1)
+    a, b = raw.step(images, sizes)[0], smooth.step(images, sizes)[0]
+    if len(a["scores"]) == 0:
+        pytest.skip("nobody found in the first bundled picture")
+    torch.testing.assert_close(a["keypoints"], b["keypoints"])
+    shifted = torch.roll(images, 12, dims=2)  # the person moves 12 px to the right
+    a, b = raw.step(shifted, sizes)[0], smooth.step(shifted, sizes)[0]
+    assert smooth.started.all() and len(a["scores"]) == len(b["scores"]) == 1
+    dx_raw = (a["keypoints"][0, :, 0] - b["keypoints"][0, :, 0]).median()
+    assert 0 < dx_raw < 12  # the filtered landmarks trail the raw ones, by less than the step

@@ -34,3 +34,65 @@ def test_predict_blazepose_refuses_a_checkpoint(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--checkpoint" in err
     assert main(["predict", str(IMAGE), "--out", str(tmp_path / "o")]) == 2
+
+
+def _video(path: Path, image: Path, frames: int) -> None:
+    """A small video of a bundled picture, moving a few pixels per frame."""
+    import cv2
+    import numpy as np
+
+    img = cv2.imread(str(image))
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10.0, img.shape[1::-1])
+    for t in range(frames):
+        w.write(np.roll(img, 2 * t, axis=1))
+    w.release()
+
+
+def test_predict_blazepose_folder_of_videos_gives_openpose_folder_per_camera(tmp_path, capsys):
+    """A folder of camera videos: video mode over all cameras at once, openpose/<stem>/ per
+    camera (the layout `tensorpose triangulate` reads), an MP4 per camera, one results.json."""
+    from tensorpose.multiview import find_camera_folders
+
+    cams = tmp_path / "videos"
+    cams.mkdir()
+    _video(cams / "cam01.mp4", IMAGE, 5)
+    _video(cams / "cam02.mp4", IMAGE, 4)  # a camera that ends early
+    rc = main(["predict", str(cams), "--model", "blazepose", "--out", str(tmp_path / "out"),
+               "--quiet"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "2 cameras" in out and "video mode: the detector ran on" in out
+    folders = find_camera_folders(tmp_path / "out/openpose")
+    assert [f.name for f in folders] == ["cam01", "cam02"]
+    assert len(list(folders[0].glob("cam01_*_keypoints.json"))) == 5
+    assert len(list(folders[1].glob("cam02_*_keypoints.json"))) == 4
+    assert (tmp_path / "out/cam01.mp4").is_file() and (tmp_path / "out/cam02.mp4").is_file()
+    results = json.loads((tmp_path / "out/results.json").read_text())
+    assert {r["video"] for r in results} == {"cam01", "cam02"}
+    first = json.loads(next(iter(sorted(folders[0].glob("*.json")))).read_text())["people"]
+    assert first and first[0]["person_id"] == [0] and len(first[0]["pose_keypoints_2d"]) == 99
+    detected = int(out.split("detector ran on ")[1].split()[0])
+    assert detected < 9  # tracked from the landmarks, not re-detected every frame
+
+
+def test_predict_blazepose_video_mode_and_image_mode(tmp_path, capsys):
+    video = tmp_path / "clip.mp4"
+    _video(video, IMAGE, 4)
+    assert main(["predict", str(video), "--model", "blazepose", "--out", str(tmp_path / "v"),
+                 "--quiet"]) == 0  # fmt: skip
+    assert "video mode" in capsys.readouterr().out
+    assert len(list((tmp_path / "v/openpose").glob("clip_*_keypoints.json"))) == 4
+    assert main(["predict", str(video), "--model", "blazepose", "--image-mode", "--out",
+                 str(tmp_path / "i"), "--quiet"]) == 0  # fmt: skip
+    assert "video mode" not in capsys.readouterr().out
+    assert len(list((tmp_path / "i/openpose").glob("clip_*_keypoints.json"))) == 4
+
+
+def test_predict_blazepose_folder_of_videos_and_images_is_one_line(tmp_path, capsys):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    _video(folder / "cam01.mp4", IMAGE, 2)
+    shutil.copy(IMAGE, folder / IMAGE.name)
+    rc = main(["predict", str(folder), "--model", "blazepose", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "both videos and images" in err

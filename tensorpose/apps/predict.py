@@ -13,6 +13,15 @@ Outputs in ``out_dir``:
   ``<name>`` is the image's or video's stem (frame 0 for an image);
 - pictures: ``drawn/<image file name>`` for images, ``<video stem>.mp4`` (mp4v) for a video.
 
+With ``--model blazepose`` a video runs in video mode (``tracking``, see
+:class:`~tensorpose.blazepose.BlazePoseTracker`: the next region of interest from the smoothed
+landmarks, the detector again when someone is lost), and a folder of videos (the cameras of one
+recording, decoded side by side, one batch per time step) writes one OpenPose folder per camera,
+``openpose/<video stem>/<video stem>_<frame:012d>_keypoints.json`` (person_id = track), and
+``<video stem>.mp4`` each; ``results.json`` then holds every camera (each result names its
+``video``; image ids are frame numbers). ``tensorpose triangulate OUT/openpose CALIB`` reads the
+camera folders directly (matched to the calibration's cameras by name: ``cam01`` <-> ``cam_01``).
+
 COCO image ids: from the boxes file when it is a COCO file with an ``images`` list (matched by
 file name), otherwise the number in the file name (COCO's own ``000000000790.jpg`` is image
 790); when some file has no number, or two share one, every file gets its position in the
@@ -30,15 +39,26 @@ import cv2
 import numpy as np
 import torch
 
-from ..blazepose import image_people
+from ..blazepose import BlazePoseTracker, image_people
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
-from ..io.video import FrameBatch, VideoWriter, count_frames, is_video, iter_frames, video_info
+from ..io.video import (
+    IMAGE_EXTENSIONS,
+    FrameBatch,
+    VideoWriter,
+    count_frames,
+    is_video,
+    iter_frames,
+    iter_videos_lockstep,
+    video_info,
+)
 from ..layouts import COCO17_INDEX, COCO_LINKS, to_coco18
 from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz import draw_people
+
+COCO17_BLAZE = COCO17_INDEX["BLAZEPOSE_33"]
 
 __all__ = ["PredictResult", "predict", "predict_command", "summary"]
 
@@ -54,6 +74,8 @@ class PredictResult:
     outputs: dict[str, Path] = field(default_factory=dict)
     image_ids: list[int] = field(default_factory=list)
     empty_frames: int = 0
+    detector_frames: int | None = None  # video mode: frames the detector ran on
+    cameras: int = 0  # a folder of videos: one output per camera
 
     @property
     def frames_per_s(self) -> float:
@@ -65,8 +87,9 @@ class _Staged:
 
     def __init__(self, outputs: OutputFolder, stem: str, video: bool, fps: float,
                  which: dict[str, bool], min_score: float, min_kp: float,
-                 skeleton: str) -> None:  # fmt: skip
+                 skeleton: str, camera: bool = False) -> None:  # fmt: skip
         self.outputs, self.stem, self.video, self.which = outputs, stem, video, which
+        self.sub = stem if camera else ""  # the OpenPose JSON in openpose/<stem>/ per camera
         self.skeleton = get_skeleton(skeleton)
         self.min_score, self.min_kp = min_score, min_kp
         self.results: list[dict] = []
@@ -82,16 +105,18 @@ class _Staged:
                     )  # fmt: skip
         shown = [{k: v[p["scores"] >= self.min_score] for k, v in p.items()} for p in people]
         if self.which["openpose"]:
-            P = max((len(p["scores"]) for p in shown), default=0)
+            # people at their track slot when tracked (OpenPose's person_id), else in order
+            slots = [p["track"] if "track" in p else torch.arange(len(p["scores"])) for p in shown]
+            P = max((int(t.max()) + 1 for t in slots if len(t)), default=0)
             kp = np.full((len(shown), max(P, 1), 18, 3), np.nan)
             if any("landmarks" in p for p in shown):  # BlazePose: its own 33 landmarks
                 kp = np.full((len(shown), max(P, 1), 33, 3), np.nan)
-            for i, p in enumerate(shown):  # per frame: pad to the batch's most people
-                kp[i, : len(p["scores"])] = (p["landmarks"].numpy() if "landmarks" in p
-                                             else to_coco18(p["keypoints"].numpy()))  # fmt: skip
+            for i, (p, t) in enumerate(zip(shown, slots, strict=True)):  # per frame
+                kp[i, t.numpy()] = (p["landmarks"].numpy() if "landmarks" in p
+                                    else to_coco18(p["keypoints"].numpy()))  # fmt: skip
             names = [f"{Path(n).stem if not self.video else n}_{t:012d}_keypoints.json"
                      for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
-            write_openpose(torch.from_numpy(kp), self.outputs.path("openpose"), names)
+            write_openpose(torch.from_numpy(kp), self.outputs.path("openpose") / self.sub, names)
         if self.which["draw"]:
             for img, name, p in zip(frames.images, frames.names, shown, strict=True):
                 drawn = draw_people(img, p, self.min_kp, self.skeleton, COCO_LINKS)
@@ -107,18 +132,20 @@ class _Staged:
         if not cv2.imwrite(str(path), bgr):
             raise ValueError(f"{path}: could not write the picture")
 
-    def finish(self) -> None:
+    def finish(self, results: bool = True) -> None:
         if self.writer is not None:
             self.writer.close()
-        if self.which["coco"]:
+        if self.which["coco"] and results:
             self.outputs.path("results.json").write_text(json.dumps(self.results))
         if self.which["openpose"]:
-            self.outputs.path("openpose").mkdir(exist_ok=True)
+            (self.outputs.path("openpose") / self.sub).mkdir(parents=True, exist_ok=True)
         if self.which["draw"] and not self.video:
             self.outputs.path("drawn").mkdir(exist_ok=True)
 
 
-def _check_options(batch_size: int, box_threshold: float, min_score: float) -> None:
+def _check_options(batch_size: int, box_threshold: float, min_score: float, input: Path) -> None:
+    if not input.exists():
+        raise FileNotFoundError(f"{input}: no such image, folder or video")
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 4096):
         raise ValueError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
     for flag, v in (("--box-threshold", box_threshold), ("--min-score", min_score)):
@@ -143,18 +170,20 @@ def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
         raise ValueError(f"--detector must be a centernet model, got kind {detector.kind!r}")
 
 
+def _coco_and_landmarks(found: list[dict]) -> list[dict]:
+    """BlazePose's people: COCO-17 ``keypoints`` for results and pictures, the 33
+    ``landmarks`` for the OpenPose JSON."""
+    for p in found:
+        p["landmarks"], p["keypoints"] = p["keypoints"], p["keypoints"][:, COCO17_BLAZE]
+    return found
+
+
 def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, chunk):
     """Per frame of the batch: the people found, and whether a boxes file had any box."""
     if pose.kind == "centernet":
         return centernet_people(pose, images, size, 0.0), False
     if pose.kind == "blazepose":
-        found = image_people(pose, images, size, chunk)
-        for p in found:  # COCO-17 for results and pictures, the 33 landmarks for OpenPose
-            p["landmarks"], p["keypoints"] = (
-                p["keypoints"],
-                p["keypoints"][:, COCO17_INDEX["BLAZEPOSE_33"]],
-            )
-        return found, False
+        return _coco_and_landmarks(image_people(pose, images, size, chunk)), False
     matched = False
     if detector is not None:
         found = centernet_people(detector, images, size, box_threshold)
@@ -197,6 +226,53 @@ def _run(input, pose, detector, dets, names, staged, batch_size, box_threshold, 
     return counts
 
 
+def _tracked_videos(input: Path, pose: PoseModel, tracking: bool) -> list[Path] | None:
+    """The videos BlazePose's video mode runs on: the input video, or the videos of a folder
+    (the cameras of one recording); ``None``: per-frame (image) mode."""
+    if pose.kind != "blazepose" or not tracking:
+        return None
+    if is_video(input):
+        return [input]
+    if not input.is_dir():
+        return None
+    videos = sorted(p for p in input.iterdir() if is_video(p))
+    if not videos:
+        return None
+    if any(p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS for p in input.iterdir()):
+        raise ValueError(f"{input}: holds both videos and images; give a folder of one kind")
+    stems = [v.stem for v in videos]
+    if len(set(stems)) < len(stems):
+        raise ValueError(f"{input}: two videos share a name stem ({stems}): rename one")
+    return videos
+
+
+def _run_tracked(videos: list[Path], pose, staged: list[_Staged], bar, max_people: int) -> dict:
+    """BlazePose's video mode over the videos side by side, one frame of each per step (one
+    batch); a video that ended early gets black frames, its outputs dropped."""
+    counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
+    tracker = BlazePoseTracker(pose, len(videos), max_people)
+    last: list[np.ndarray | None] = [None] * len(videos)
+    for step in iter_videos_lockstep(videos):  # a loop over time: the tracking recurrence
+        for i, fb in enumerate(step):
+            if fb is not None:
+                last[i] = fb.images[0]
+            elif last[i] is not None and last[i].any():
+                last[i] = np.zeros_like(last[i])
+        images, size = pad_frames([f for f in last if f is not None], pose.device)
+        people = _coco_and_landmarks(tracker.step(images, size))
+        for fb, p, st in zip(step, people, staged, strict=True):
+            if fb is None:
+                continue
+            st.add(fb, [p])
+            counts["empty"] += len(p["scores"]) == 0
+            counts["people"] += len(p["scores"])
+            counts["frames"] += 1
+            counts["ids"] += fb.image_ids
+            bar.update(1)
+    counts["detector_frames"] = tracker.detections
+    return counts
+
+
 @torch.no_grad()
 def predict(
     input: str | Path,
@@ -216,16 +292,16 @@ def predict(
     inputs: tuple = (),
     progress: bool = True,
     max_people: int = 1,
+    tracking: bool = True,
 ) -> PredictResult:
-    """Predict every person's keypoints in an image, a folder of images or a video.
+    """Predict every person's keypoints in an image, a folder of images or a video (with
+    BlazePose also a folder of videos: see the module docstring).
 
     Args:
         input: image file, folder of images, or video file.
-        pose: the pose model (:class:`~tensorpose.pose2d.PoseModel`), on its device, in eval
-            mode.
+        pose: the model (:class:`~tensorpose.pose2d.PoseModel`), on its device, in eval mode.
         out_dir: where outputs go (see the module docstring); created.
-        boxes: COCO detections JSON (top-down models; see
-            :func:`tensorpose.io.coco.load_detections`).
+        boxes: COCO detections JSON (top-down models; :func:`~tensorpose.io.coco.load_detections`).
         detector: a ``"centernet"`` model used as person detector (top-down models).
         batch_size: frames per batch (and people per top-down forward pass: ``4 x`` this).
         box_threshold: boxes (file or detector) scoring less are not used (0: all).
@@ -236,6 +312,7 @@ def predict(
         overwrite: replace the outputs of an earlier run in ``out_dir``.
         inputs: other input files (checkpoints) the output may not overlap.
         progress: a tqdm progress bar over frames.
+        max_people, tracking: BlazePose: people per frame; video mode on videos.
 
     Raises:
         ValueError: a bad input (named), a top-down model without ``boxes``/``detector``, a
@@ -244,39 +321,63 @@ def predict(
     """
     from tqdm.auto import tqdm
 
-    t0 = time.perf_counter()
-    input = Path(input)
-    _check_options(batch_size, box_threshold, min_score)
+    t0, input = time.perf_counter(), Path(input)
+    _check_options(batch_size, box_threshold, min_score, input)
     _check_models(pose, boxes, detector)
-    if not input.exists():
-        raise FileNotFoundError(f"{input}: no such image, folder or video")
     video = is_video(input)
     stem = input.stem if input.is_file() else input.resolve().name
-    outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", f"{stem}.mp4"],
-                           inputs=[input, boxes, *inputs], overwrite=overwrite,
-                           whole_folder=True)  # fmt: skip
+    videos = _tracked_videos(input, pose, tracking)
+    cameras = videos is not None and input.is_dir()  # one output per camera video
+    movies = [f"{v.stem}.mp4" for v in videos] if cameras else [f"{stem}.mp4"]
+    outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", *movies], inputs=[
+        input, boxes, *inputs], overwrite=overwrite, whole_folder=True)  # fmt: skip
     dets, names = load_detections(boxes) if boxes is not None else ({}, {})
-    fps = (video_info(input)[1] or 30.0) if video else 30.0
-    total = count_frames(input)
+    total = sum(count_frames(v) or 0 for v in videos) if videos else count_frames(input)
     which = {"coco": coco, "openpose": openpose, "draw": draw}
     bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}",
                leave=False)  # fmt: skip
+    args = (which, min_score, min_keypoint_score, pose.skeleton)
     try:
         with outputs:
-            staged = _Staged(outputs, stem, video, fps, which, min_score, min_keypoint_score,
-                             pose.skeleton)  # fmt: skip
-            counts = _run(input, pose, detector, dets, names, staged, batch_size, box_threshold,
-                          bar, max_people)  # fmt: skip
+            if videos is None:
+                fps = (video_info(input)[1] or 30.0) if video else 30.0
+                staged = [_Staged(outputs, stem, video, fps, *args)]
+                counts = _run(input, pose, detector, dets, names, staged[0], batch_size,
+                              box_threshold, bar, max_people)  # fmt: skip
+            else:
+                staged, counts = _run_videos(outputs, videos, cameras, args, pose, bar, max_people)
             if boxes is not None and not counts["matched"]:
                 raise _no_match(boxes, counts["frames"], counts["ids"], dets)
-            staged.finish()
+            _finish(outputs, staged, cameras)
             written = outputs.commit()
     finally:
         bar.close()
+    return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0)
+
+
+def _result(counts: dict, written: list[Path], seconds: float, cameras: int) -> PredictResult:
     keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
-    done = {keys.get(p.name, "pictures"): p for p in written}
-    return PredictResult(counts["frames"], counts["people"], time.perf_counter() - t0, done,
-                         counts["ids"], counts["empty"])  # fmt: skip
+    done = {keys.get(p.name, p.stem if cameras else "pictures"): p for p in written}
+    return PredictResult(counts["frames"], counts["people"], seconds, done, counts["ids"],
+                         counts["empty"], counts.get("detector_frames"), cameras)  # fmt: skip
+
+
+def _run_videos(outputs, videos: list[Path], cameras: bool, args: tuple, pose, bar,
+                max_people: int) -> tuple[list[_Staged], dict]:  # fmt: skip
+    """BlazePose's video mode: the staged outputs of each video and the counts."""
+    staged = [_Staged(outputs, v.stem, True, video_info(v)[1] or 30.0, *args, cameras)
+              for v in videos]  # fmt: skip
+    return staged, _run_tracked(videos, pose, staged, bar, max_people)
+
+
+def _finish(outputs: OutputFolder, staged: list[_Staged], cameras: bool) -> None:
+    """Close the staged outputs; with several cameras one ``results.json`` for all (each
+    result names its ``video``; image ids are frame numbers)."""
+    for st in staged:
+        st.finish(results=not cameras)
+    if cameras and staged[0].which["coco"]:
+        results = [{**r, "video": st.stem} for st in staged for r in st.results]
+        outputs.path("results.json").write_text(json.dumps(results))
 
 
 def predict_command(
@@ -326,9 +427,15 @@ def predict_command(
 
 def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
     """The lines ``tensorpose predict`` prints."""
-    return [
+    lines = [
         f"{r.frames} frames, {r.people} people, {r.seconds:.1f} s ({r.frames_per_s:.1f} "
-        f"frames/s, {pose.kind} on {pose.device}) -> {out}",
-        *([f"  {r.empty_frames} of {r.frames} frames without a person"] if r.empty_frames else []),
-        *[f"  {name}: {path}" for name, path in r.outputs.items()],
+        f"frames/s, {pose.kind} on {pose.device}) -> {out}"
     ]
+    if r.empty_frames:
+        lines.append(f"  {r.empty_frames} of {r.frames} frames without a person")
+    if r.detector_frames is not None:
+        lines.append(f"  video mode: the detector ran on {r.detector_frames} of {r.frames} frames")
+    if r.cameras:
+        lines.append(f"  {r.cameras} cameras: one OpenPose folder each in {out / 'openpose'} "
+                     "(the input of `tensorpose triangulate`)")  # fmt: skip
+    return lines + [f"  {name}: {path}" for name, path in r.outputs.items()]

@@ -280,6 +280,19 @@ def _video_batches(path: Path, batch_size: int) -> Iterator[FrameBatch]:
         )
 
 
+def iter_videos_lockstep(paths: Sequence[str | Path]) -> Iterator[list[FrameBatch | None]]:
+    """Several videos (the cameras of one recording) decoded side by side: per time step one
+    single-frame :class:`FrameBatch` per video, ``None`` for a video that has ended (until all
+    have). Each video's errors are those of :func:`iter_frames`."""
+    streams = [_video_batches(Path(p), 1) for p in paths]
+    while True:  # a loop over time steps (decoding)
+        step = [next(s, None) if s is not None else None for s in streams]
+        if all(fb is None for fb in step):
+            return
+        streams = [s if fb is not None else None for s, fb in zip(streams, step, strict=True)]
+        yield step
+
+
 def is_video(path: str | Path) -> bool:
     """A file whose extension is a video's."""
     path = Path(path)

@@ -80,10 +80,11 @@ def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int,
 
 
 def _activate(x: torch.Tensor, act: str) -> torch.Tensor:
+    """The fused activation, in place (``x`` is always an op's fresh result)."""
     if act == "RELU6":
-        return F.hardtanh(x, 0.0, 6.0)
+        return F.hardtanh_(x, 0.0, 6.0)
     if act == "RELU":
-        return F.relu(x)
+        return F.relu_(x)
     return x
 
 
@@ -106,18 +107,33 @@ class TFLiteNet(nn.Module):
             self.register_buffer(key, torch.zeros(shape))
         self.input_names = [io["name"] for io in desc["inputs"]]
         self.output_names = [io["name"] for io in desc["outputs"]]
-        # after which op each tensor is last needed (freed then, to bound memory)
-        last = {}
-        for i, op in enumerate(desc["ops"]):
-            for t in op["in"]:
-                last[t] = i
-        keep = {io["id"] for io in desc["outputs"]}
-        self._free = [[] for _ in desc["ops"]]
-        for t, i in last.items():
-            if t not in keep:
-                self._free[i].append(t)
+        self._plans: dict[tuple[int, ...], list] = {}
 
-    def forward(self, *images: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def _plan(self, outputs: tuple[int, ...]) -> list[tuple[dict, list[int]]]:
+        """The ops that compute the graph outputs ``outputs`` (indices), in order, each with
+        the tensors last needed by it (freed then, to bound memory)."""
+        if outputs not in self._plans:
+            ops = self.desc["ops"]
+            keep = {self.desc["outputs"][i]["id"] for i in outputs}
+            need, used = set(keep), []
+            for i in range(len(ops) - 1, -1, -1):  # backwards over the graph: live ops only
+                if ops[i]["out"] in need:
+                    need.update(ops[i]["in"])
+                    used.append(i)
+            used.reverse()
+            last = {t: i for i in used for t in ops[i]["in"]}
+            free: dict[int, list[int]] = {i: [] for i in used}
+            for t, i in last.items():
+                if t not in keep:
+                    free[i].append(t)
+            self._plans[outputs] = [(ops[i], free[i]) for i in used]
+        return self._plans[outputs]
+
+    def forward(
+        self, *images: torch.Tensor, outputs: tuple[int, ...] | None = None
+    ) -> tuple[torch.Tensor | None, ...]:
+        """The graph's outputs; with ``outputs`` (indices) only those are computed (the others
+        come back as ``None``)."""
         if len(images) != len(self.desc["inputs"]):
             raise ValueError(f"{self.source}: {len(self.desc['inputs'])} inputs, got {len(images)}")
         values = {}
@@ -129,13 +145,18 @@ class TFLiteNet(nn.Module):
                     f"got {tuple(x.shape)}"
                 )
             values[io["id"]] = x
-        for op, free in zip(self.desc["ops"], self._free, strict=True):
+        n = len(self.desc["outputs"])
+        wanted = tuple(range(n)) if outputs is None else tuple(sorted(set(outputs)))
+        if not all(0 <= i < n for i in wanted):
+            raise ValueError(f"{self.source}: outputs must be indices in [0, {n}), got {outputs}")
+        for op, free in self._plan(wanted):
             values[op["out"]] = getattr(self, "_" + op["op"].lower())(
                 op, *(values[t] for t in op["in"])
             )
             for t in free:
                 del values[t]
-        return tuple(values[io["id"]] for io in self.desc["outputs"])
+        ids = [io["id"] if i in wanted else None for i, io in enumerate(self.desc["outputs"])]
+        return tuple(None if t is None else values[t] for t in ids)
 
     def _conv(self, op: dict, x: torch.Tensor) -> torch.Tensor:
         w = getattr(self, op["weight"])

@@ -37,6 +37,7 @@ __all__ = [
     "decode_landmarks",
     "detection_to_image",
     "letterbox_roi",
+    "one_euro_step",
     "refine_landmarks",
     "roi_matrix",
     "ssd_anchors",
@@ -288,3 +289,49 @@ def decode_landmarks(
         "visibility": torch.sigmoid(v[..., 3]),
         "presence": torch.sigmoid(v[..., 4]),
     }
+
+
+def one_euro_step(
+    value: torch.Tensor,
+    previous: dict[str, torch.Tensor] | None,
+    started: torch.Tensor,
+    scale: torch.Tensor,
+    fps: float,
+    min_cutoff: float,
+    beta: float,
+    d_cutoff: float = 1.0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One step of MediaPipe's landmark ``OneEuroFilter`` (``LandmarksSmoothingCalculator``)
+    for every signal at once: a streaming step, so video mode can smooth frame by frame.
+
+    With ``Te = 1 / fps`` and ``alpha(fc) = 1 / (1 + 1 / (2 pi fc Te))``: the speed
+    ``d = (x - x_raw') * scale * fps`` (``scale``: MediaPipe's value scale, one over the object
+    size), ``d_hat = alpha(d_cutoff) d + (1 - alpha(d_cutoff)) d_hat'``, then
+    ``x_hat = alpha(min_cutoff + beta |d_hat|) x + (1 - alpha) x_hat'``. Where ``started`` is
+    False the filter restarts: ``x`` passes through with ``d_hat = 0``.
+
+    Args:
+        value: ``(..., L, D)`` new values (e.g. landmark pixels).
+        previous: the state this function returned last (``raw``, ``out``, ``speed``, each
+            shaped as ``value``), or ``None`` (every filter restarts).
+        started: ``(...)`` bool, the filters that have a previous step.
+        scale: ``(...)`` value scale.
+
+    Returns:
+        the filtered values ``(..., L, D)`` and the new state.
+    """
+    te = 1.0 / fps
+
+    def alpha(cutoff):
+        return 1.0 / (1.0 + 1.0 / (2 * math.pi * cutoff * te))
+
+    if previous is None:
+        started = torch.zeros_like(started)
+        previous = {k: torch.zeros_like(value) for k in ("raw", "out", "speed")}
+    on = started[..., None, None]
+    speed = (value - previous["raw"]) * scale[..., None, None] * fps
+    a_d = alpha(d_cutoff)
+    speed = torch.where(on, a_d * speed + (1 - a_d) * previous["speed"], torch.zeros_like(speed))
+    a = alpha(min_cutoff + beta * speed.abs())
+    out = torch.where(on, a * value + (1 - a) * previous["out"], value)
+    return out, {"raw": value, "out": out, "speed": speed}

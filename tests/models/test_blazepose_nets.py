@@ -81,6 +81,21 @@ def test_batch_of_two_equals_two_batches_of_one(networks):
         torch.testing.assert_close(a[1:], b, atol=1e-4, rtol=1e-4)
 
 
+def test_outputs_subset_computes_only_those(networks):
+    """``outputs=`` runs the ops those outputs need: the same values, None for the rest."""
+    net = networks["landmark"]
+    x = torch.rand(1, 3, 256, 256, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = net(x)
+        part = net(x, outputs=(0, 1, 3))
+    assert part[2] is None and part[4] is None
+    for i in (0, 1, 3):
+        assert torch.equal(full[i], part[i])
+    assert len(net._plan((0, 1, 3))) < len(net._plan((0, 1, 2, 3, 4)))
+    with pytest.raises(ValueError, match=r"outputs must be indices in \[0, 5\)"):
+        net(x, outputs=(5,))
+
+
 def test_wrong_input_shape_is_one_line(networks):
     with pytest.raises(ValueError, match=r"must be \(B, 3, 224, 224\), got \(1, 3, 256, 256\)"):
         networks["detector"](torch.zeros(1, 3, 256, 256))

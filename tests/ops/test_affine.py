@@ -207,3 +207,27 @@ def test_warp_affine_bad_input_and_gradcheck():
         torch.tensor([[3.0, 2.5]]), torch.tensor([[5.0, 4.0]]), (4, 5), rotation=torch.tensor([0.2])
     ).double()
     assert torch.autograd.gradcheck(lambda im: warp_affine(im, M, (4, 5)), (x,))
+
+
+@pytest.mark.parametrize("border", ["constant", "replicate"])
+def test_uint8_warps_read_only_their_pixels_and_equal_the_float_path(border):
+    """On a CPU a uint8 image is sampled pixel by pixel (no float copy of the whole image) with
+    grid_sample's arithmetic: the same values, bit for bit, as warping the float image."""
+    from tensorpose.ops.affine import warp_affine_indexed
+
+    g = torch.Generator().manual_seed(3)
+    images = torch.randint(0, 256, (3, 37, 29, 3), dtype=torch.uint8, generator=g)
+    nchw = images.permute(0, 3, 1, 2)  # channels-last, as decoded frames are
+    K = 7
+    center = torch.rand(K, 2, generator=g) * torch.tensor([29.0, 37.0])
+    scale = 5 + torch.rand(K, 2, generator=g) * 40  # crops partly outside the image too
+    M = crop_matrix(center, scale, (16, 12), rotation=torch.rand(K, generator=g) * 6 - 3)
+    idx = torch.tensor([0, 2, 1, 1, 0, 2, 2])
+    for out_dtype in (torch.float32, torch.uint8):
+        a = warp_affine_indexed(nchw, M, (16, 12), idx, out_dtype=out_dtype, border=border)
+        b = warp_affine_indexed(nchw.float(), M, (16, 12), idx, out_dtype=out_dtype, border=border)
+        assert a.dtype == b.dtype == out_dtype and torch.equal(a, b)
+        a = warp_affine(nchw, M[:3], (16, 12), out_dtype=out_dtype, border=border)
+        b = warp_affine(nchw.float(), M[:3], (16, 12), out_dtype=out_dtype, border=border)
+        assert torch.equal(a, b)
+    assert warp_affine(nchw, M[:3], (16, 12)).dtype == torch.uint8

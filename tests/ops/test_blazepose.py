@@ -13,6 +13,7 @@ from tensorpose.ops.blazepose import (
     decode_landmarks,
     detection_to_image,
     letterbox_roi,
+    one_euro_step,
     refine_landmarks,
     roi_matrix,
     ssd_anchors,
@@ -254,3 +255,42 @@ def test_replicate_border_equals_clamped_reads():
                 np.testing.assert_allclose(b[i, :, yy, xx].numpy(), ref.numpy(), atol=1e-6)
     with pytest.raises(ValueError, match="border must be"):
         warp_affine(img, M, (4, 4), border="wrap")
+
+
+def _one_euro_naive(values, scales, fps, min_cutoff, beta, d_cutoff):
+    """MediaPipe's OneEuroFilter (one_euro_filter.cc), one scalar signal, the obvious loop."""
+    te = 1.0 / fps
+    alpha = lambda fc: 1.0 / (1.0 + 1.0 / (2 * math.pi * fc * te))  # noqa: E731
+    out, raw, x_hat, dx_hat = [], None, None, None
+    for v, s in zip(values, scales, strict=True):
+        d = 0.0 if raw is None else (v - raw) * s * fps
+        dx_hat = d if dx_hat is None else alpha(d_cutoff) * d + (1 - alpha(d_cutoff)) * dx_hat
+        a = alpha(min_cutoff + beta * abs(dx_hat))
+        x_hat = v if x_hat is None else a * v + (1 - a) * x_hat
+        raw = v
+        out.append(x_hat)
+    return out
+
+
+def test_one_euro_step_equals_mediapipes_filter_loop():
+    g = torch.Generator().manual_seed(0)
+    T, S, L = 12, 3, 4
+    values = torch.cumsum(torch.randn(T, S, L, 2, generator=g, dtype=torch.float64) * 5, 0)
+    scales = 1 / (100 + 50 * torch.rand(T, S, generator=g, dtype=torch.float64))
+    state, started, got = None, torch.zeros(S, dtype=torch.bool), []
+    for t in range(T):
+        y, state = one_euro_step(values[t], state, started, scales[t], 30.0, 0.05, 80.0)
+        started = torch.ones(S, dtype=torch.bool)
+        got.append(y)
+    got = torch.stack(got)
+    for s in range(S):
+        for j in range(L):
+            for d in range(2):
+                want = _one_euro_naive(values[:, s, j, d].tolist(), scales[:, s].tolist(), 30.0,
+                                       0.05, 80.0, 1.0)  # fmt: skip
+                torch.testing.assert_close(got[:, s, j, d], torch.tensor(want, dtype=torch.float64))
+    # a restarted filter passes its value through
+    y, _ = one_euro_step(values[0] + 7, state, torch.tensor([True, False, True]), scales[0], 30.0,
+                         0.05, 80.0)  # fmt: skip
+    torch.testing.assert_close(y[1], values[0, 1] + 7)
+    assert not torch.equal(y[0], values[0, 0] + 7)
