@@ -33,7 +33,8 @@ from ..multiview import (
     summarize,
     triangulate_cameras,
 )
-from ..viz import plot_people_tracks, plot_reprojection_errors
+from ..charts import reprojection_errors_picture
+from ..viz import plot_people_tracks
 
 __all__ = ["check_people", "output_names", "summary", "triangulate_folder"]
 
@@ -137,8 +138,8 @@ def triangulate_folder(
         if plot:
             title = (f"{name}: reprojection error per joint ({len(cams.names)} cameras, "
                      f"{cams.frames} frames, valid {tri.valid.mean():.1%})")  # fmt: skip
-            plot_reprojection_errors(outputs.path(names[2]), tri.mean_error, tri.valid,
-                                     tri.names, max_reprojection_px, title)  # fmt: skip
+            reprojection_errors_picture(outputs.path(names[2]), tri.mean_error, tri.valid,
+                                        tri.names, max_reprojection_px, title)  # fmt: skip
         written = outputs.commit()
     return {
         "tracks_dir": str(tracks_dir),
