@@ -68,7 +68,7 @@ def _bars(img: np.ndarray, box: tuple[int, int, int, int], med: np.ndarray, p90:
     step = _nice(top / 5)
 
     def ypx(v: float) -> int:
-        return int(round(y1 - (y1 - y0) * min(v, top) / top))
+        return round(y1 - (y1 - y0) * min(v, top) / top)
 
     for t in np.arange(0, top, step):
         cv2.line(img, (x0, ypx(t)), (x1, ypx(t)), (235, 235, 235), 1)
@@ -79,7 +79,7 @@ def _bars(img: np.ndarray, box: tuple[int, int, int, int], med: np.ndarray, p90:
         for v, col in ((p90[j], P90), (med[j], MEDIAN)):
             if np.isfinite(v):
                 cv2.rectangle(img, (left, ypx(v)), (right, y1), col, -1)
-        cy = int(round(y1 - (y1 - y0) * valid_pct[j] / 115))
+        cy = round(y1 - (y1 - y0) * float(valid_pct[j]) / 115)
         cv2.circle(img, (int(x0 + w * (j + 0.5)), cy), 3, VALID, -1, cv2.LINE_AA)
     for xs in range(x0, x1, 12):  # the threshold, dashed
         cv2.line(img, (xs, ypx(max_px)), (min(xs + 6, x1), ypx(max_px)), BLACK, 1)
@@ -173,7 +173,7 @@ def skeletons_3d_picture(path: str | os.PathLike, joints: np.ndarray, bones: Seq
         for f in range(F):
             ox, oy = f * size, head + r * size
             cv2.rectangle(img, (ox, oy), (ox + size - 1, oy + size - 1), (220, 220, 220), 1)
-            q = np.nan_to_num(px[f]).round().astype(int) + (ox, oy + 8)
+            q = np.nan_to_num(px[f]).round().astype(int) + np.array([ox, oy + 8])
             for (a, b), col in zip(bones, colours, strict=True):
                 cv2.line(img, tuple(map(int, q[a])), tuple(map(int, q[b])), col, 2, cv2.LINE_AA)
             for x, y in q:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..charts import skeletons_3d_picture
 from ..io.atomic import OutputFolder
 from ..io.calibration import load_calibration
 from ..io.motion import write_csv, write_npz, write_trc
@@ -26,7 +27,6 @@ from ..io.video import VideoWriter, iter_video, video_info
 from ..lift3d import lift_keypoints, load_lifter
 from ..ops.camera import camera_to_opensim
 from ..skeleton import Skeleton
-from ..charts import skeletons_3d_picture
 from ..viz import bone_colours_bgr, draw_lift_frame, orthographic_panel
 
 __all__ = ["DEFAULT_FPS", "lift", "output_names", "summary"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..charts import reprojection_errors_picture
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -33,7 +34,6 @@ from ..multiview import (
     summarize,
     triangulate_cameras,
 )
-from ..charts import reprojection_errors_picture
 from ..viz import plot_people_tracks
 
 __all__ = ["check_people", "output_names", "summary", "triangulate_folder"]
