@@ -173,10 +173,13 @@ def skeletons_3d_picture(path: str | os.PathLike, joints: np.ndarray, bones: Seq
         for f in range(F):
             ox, oy = f * size, head + r * size
             cv2.rectangle(img, (ox, oy), (ox + size - 1, oy + size - 1), (220, 220, 220), 1)
+            ok = np.isfinite(px[f]).all(-1)  # a joint the lifter left out is not drawn
             q = np.nan_to_num(px[f]).round().astype(int) + np.array([ox, oy + 8])
             for (a, b), col in zip(bones, colours, strict=True):
-                cv2.line(img, tuple(map(int, q[a])), tuple(map(int, q[b])), col, 2, cv2.LINE_AA)
-            for x, y in q:
+                if ok[a] and ok[b]:
+                    cv2.line(img, (int(q[a, 0]), int(q[a, 1])), (int(q[b, 0]), int(q[b, 1])),
+                             col, 2, cv2.LINE_AA)  # fmt: skip
+            for x, y in q[ok]:
                 cv2.circle(img, (int(x), int(y)), 2, BLACK, -1, cv2.LINE_AA)
             _text(img, f"{labels[f]}: {vname}", ox + 6, oy + 16, 0.4)
     if not cv2.imwrite(str(path), img):
