@@ -66,9 +66,16 @@ def commands(out: Path) -> dict[str, list[str]]:
     }
 
 
+def _environ() -> dict[str, str]:
+    """This environment with bytecode caching on, the caches kept in a folder of their own
+    (as an installed package has them; without, every run compiles every module again)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "tensorpose_pycache")}
+
+
 def run_once(argv: list[str], src: Path) -> tuple[float, int]:
     """Seconds of one fresh process running from source tree ``src``, and its exit status."""
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**_environ(), "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, *argv], cwd=src, env=env, capture_output=True)
     return time.perf_counter() - t0, p.returncode
@@ -79,7 +86,7 @@ def torch_imported(argv: list[str], src: Path) -> bool:
     code = ("import runpy, sys, atexit; sys.argv = ['tensorpose', *sys.argv[1:]]; "
             "atexit.register(lambda: print('TORCH', 'torch' in sys.modules, file=sys.stderr)); "
             "runpy.run_module('tensorpose', run_name='__main__')")  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    env = {**_environ(), "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     p = subprocess.run([sys.executable, "-c", code, *argv[2:]], cwd=src, env=env,
                        capture_output=True, text=True)  # fmt: skip
     return "TORCH True" in p.stderr

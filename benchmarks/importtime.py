@@ -47,9 +47,16 @@ def commands(out: Path) -> dict[str, list[str]]:
     }
 
 
+def _environ() -> dict[str, str]:
+    """This environment with bytecode caching on, the caches kept in a folder of their own
+    (as an installed package has them; without, every run compiles every module again)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "tensorpose_pycache")}
+
+
 def importtime(argv: list[str], src: Path) -> list[tuple[int, int, str]]:
     """``(self_us, cumulative_us, name)`` of every import of one run."""
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    env = {**_environ(), "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     p = subprocess.run([sys.executable, "-X", "importtime", "-m", "tensorpose", *argv], cwd=src,
                        env=env, capture_output=True, text=True)  # fmt: skip
     rows = []
