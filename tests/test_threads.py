@@ -65,6 +65,14 @@ def test_triangulate_draws_its_picture_without_matplotlib(tmp_path):
     assert img is not None and img.shape == (900, 1320, 3)
 
 
+def test_lift_imports_neither_matplotlib_nor_scipy_nor_sympy(tmp_path):
+    rc, modules = _cli("lift", str(TRIAL / "cam01_json"), "--size", "1088x1920", "--fps", "60",
+                       "--out", str(tmp_path / "l"), "--quiet")  # fmt: skip
+    assert rc == 0
+    assert modules == "True False False False"
+    assert cv2.imread(str(tmp_path / "l" / "cam01_json_skeletons.png")) is not None
+
+
 def test_wait_policy_set_before_torch_unless_given():
     code = "import os, tensorpose; print(os.environ['OMP_WAIT_POLICY'])"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
