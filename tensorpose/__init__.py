@@ -1,7 +1,55 @@
-"""tensorpose: human pose estimation whose hot path is tensor code on the device."""
+"""tensorpose: human pose estimation whose hot path is tensor code on the device.
 
-from .skeleton import Skeleton, get_skeleton, skeleton_names
-from .tasks import registry as _registry  # noqa: F401  (hands tensorpose.config the task lookup)
+Importing the package is light (no torch): :class:`Skeleton`, :func:`get_skeleton` and
+:func:`skeleton_names` are imported from :mod:`tensorpose.skeleton` on first use, so that
+``tensorpose --help`` and argument errors answer without importing torch. The task lookup is
+handed to :mod:`tensorpose.config` here, before any config can be built; the registry itself
+(:mod:`tensorpose.tasks.registry`) is imported the first time a task is looked up. The thread
+policy's environment (:mod:`tensorpose.threads`) is set here, before torch is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import config as _config
+from .threads import prepare_environment as _prepare_environment
+
+_prepare_environment()  # before torch: waiting OpenMP threads sleep (tensorpose.threads)
+
+if TYPE_CHECKING:
+    from .skeleton import Skeleton, get_skeleton, skeleton_names
 
 __version__ = "0.1.0"
 __all__ = ["Skeleton", "__version__", "get_skeleton", "skeleton_names"]
+_LAZY = {"Skeleton", "get_skeleton", "skeleton_names"}
+
+
+def __getattr__(name: str) -> Any:
+    """``tensorpose.Skeleton`` and friends, imported (with torch) on first use."""
+    if name in _LAZY:
+        from . import skeleton
+
+        value = getattr(skeleton, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tensorpose' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+def _task_lookup(name: str) -> Any:
+    from .tasks.registry import _config_lookup
+
+    return _config_lookup(name)
+
+
+def _task_names() -> list[str]:
+    from .tasks.registry import task_names
+
+    return task_names()
+
+
+_config.set_task_lookup(_task_lookup, _task_names)

@@ -366,11 +366,12 @@ class CpuAugment:
         seeds = params.noise_seed.numpy()
         Mn = M.numpy()
         images = torch.empty(B, H, W, 3, dtype=torch.uint8)
+        reduction = [int(s.get("reduction", 1)) for s in samples]
         out_np = images.numpy()
         for i, s in enumerate(samples):  # per-sample OpenCV: the fast path on a CPU
             crop = cv2.warpAffine(
                 s["image"],
-                Mn[i],
+                Mn[i] if reduction[i] == 1 else from_reduced(Mn[i], reduction[i]),
                 (W, H),
                 flags=cv2.INTER_LINEAR,
                 borderMode=cv2.BORDER_CONSTANT,
@@ -399,6 +400,17 @@ class CpuAugment:
             params=params,
         )
         return out
+
+
+def from_reduced(matrix: np.ndarray, reduction: int) -> np.ndarray:
+    """The warp of an image decoded at ``1 / reduction`` (pixel ``i`` covering full pixels
+    ``r i .. r i + r - 1``) for the full-resolution ``matrix (2, 3)``: ``matrix`` composed with
+    ``x_full = r x + (r - 1) / 2``."""
+    r = float(reduction)
+    out = matrix.astype(np.float64, copy=True)
+    out[:, 2] += out[:, :2].sum(-1) * (r - 1) / 2
+    out[:, :2] *= r
+    return out
 
 
 def with_output_size(cfg: AugmentConfig, output_size: tuple[int, int]) -> AugmentConfig:

@@ -205,6 +205,21 @@ def _print(lines: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------- arguments
+def _thread_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=_thread_count, default=None,
+                   help="CPU threads (default: half the CPUs, at least one)")  # fmt: skip
+
+
 def add_bench_kinematics(sub) -> None:
     p = sub.add_parser("bench-kinematics", help="run benchmarks/kinematics.py (source checkout)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -253,6 +268,7 @@ def add_smooth(sub) -> None:
     p.add_argument("--no-plot", action="store_true", help="skip the picture")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the files of an existing output folder")  # fmt: skip
+    _add_threads(p)
     p.set_defaults(func=_smooth)
 
 
@@ -356,6 +372,7 @@ def add_predict(sub) -> None:
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads(p)
     p.set_defaults(func=_predict)
 
 
@@ -376,6 +393,7 @@ def add_export(sub) -> None:
         default=1e-4,
         help="largest accepted onnxruntime vs PyTorch difference (exit 1 above)",
     )
+    _add_threads(p)
     p.set_defaults(func=_export)
 
 
@@ -390,6 +408,7 @@ def add_eval(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--flip", action="store_true",
                    help="lifting: average with the mirrored input's prediction")  # fmt: skip
+    _add_threads(p)
     p.set_defaults(func=_eval)
 
 
@@ -425,6 +444,7 @@ def add_lift(sub) -> None:
                    help="VideoPose3D input joints (default: coco17 if the file name says "
                    "coco/detectron)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads(p)
     p.set_defaults(func=_lift)
 
 
@@ -470,6 +490,7 @@ def add_triangulate(sub) -> None:
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "
                    "N best seen); a TRC and an NPZ per person (default: one person)")  # fmt: skip
+    _add_threads(p)
     p.set_defaults(func=_triangulate)
 
 
@@ -493,6 +514,7 @@ def add_eval_wild(sub) -> None:
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_threads(p)
     p.set_defaults(func=_eval_wild)
 
 
@@ -548,6 +570,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .train.distributed import resolve_device
 
             resolve_device(args.device, what="--device")
+        if hasattr(args, "threads"):  # the commands that compute (tensorpose.threads)
+            from .threads import set_threads
+
+            set_threads(args.threads)
         return int(args.func(args) or 0)
     except _Terminated:
         print(f"tensorpose {args.command}: terminated (SIGTERM); every output is complete, "

@@ -225,7 +225,7 @@ class TrainConfig:
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:1``..."""
     threads: int = field(default=0, metadata=valid(0, 1024))
-    """CPU threads for torch; 0 leaves torch's default."""
+    """CPU threads for torch; 0: half the available CPUs, at least one (``tensorpose.threads``)."""
     log_every: int = field(default=10, metadata=valid(1, 10**9))
     """Steps between host reads of the loss and timers (progress bar, CSV, NaN check)."""
     val_every: int = field(default=1, metadata=valid(1, 100_000))

@@ -4,7 +4,8 @@ such a picture is drawn).
 
 - :func:`draw_skeleton`, :func:`draw_people`, :func:`augment_grid`: 2D keypoints and links on
   images; :func:`draw_lift_frame`: a video frame with the 2D input and the lifted 3D beside.
-- :func:`plot_reprojection_errors`: a triangulation's reprojection errors per joint.
+- The commands' own pictures (reprojection errors, lifted 3D skeletons) are drawn with OpenCV
+  alone in :mod:`tensorpose.charts`.
 - :func:`plot_joint_xy`: one joint's x(t), y(t), raw vs smoothed.
 - :func:`plot_curves`: train/val loss and MPJPE per epoch.
 - :func:`plot_skeletons_3d`: ground-truth and predicted 3D skeletons side by side, from several
@@ -31,13 +32,13 @@ from .skeleton import Skeleton
 
 __all__ = [
     "augment_grid",
+    "bone_colours_bgr",
     "draw_lift_frame",
     "draw_people",
     "draw_skeleton",
     "orthographic_panel",
     "plot_curves",
     "plot_joint_xy",
-    "plot_reprojection_errors",
     "plot_skeletons_3d",
 ]
 
@@ -171,6 +172,11 @@ def draw_lift_frame(
 
 def _side_colours(skeleton: Skeleton) -> list[tuple[int, int, int]]:
     return [_side_colour(skeleton.names[b]) for _, b in skeleton.bones]
+
+
+def bone_colours_bgr(skeleton: Skeleton) -> list[tuple[int, int, int]]:
+    """One BGR colour per bone of ``skeleton``: left green, right orange, centre blue."""
+    return _side_colours(skeleton)
 
 
 def orthographic_panel(joints: torch.Tensor, size: int, yaw_deg: float = 30.0) -> torch.Tensor:
@@ -482,43 +488,6 @@ def augment_picture(
     if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
         raise ValueError(f"{out}: could not write the picture (unknown extension?)")
     return list(people)
-
-
-def plot_reprojection_errors(path: str | os.PathLike, mean_error: np.ndarray, valid: np.ndarray,
-                             names: list[str], max_px: float, title: str) -> None:  # fmt: skip
-    """Per-joint reprojection errors: median and 90th percentile over the valid frames, the
-    valid fraction, and the error of every frame and joint."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    J = mean_error.shape[1]
-    err = np.where(valid, mean_error, np.nan)
-    with np.errstate(all="ignore"):
-        med = np.array([np.nanmedian(err[:, j]) if valid[:, j].any() else np.nan
-                        for j in range(J)])  # fmt: skip
-        p90 = np.array([np.nanpercentile(err[:, j], 90) if valid[:, j].any() else np.nan
-                        for j in range(J)])  # fmt: skip
-    fig = Figure(figsize=(12, 8), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax, ax2 = fig.subplots(2, 1, height_ratios=[1, 1.2])
-    x = np.arange(J)
-    ax.bar(x, p90, color="#f5c28b", label="90th percentile")
-    ax.bar(x, med, color="#d9822b", label="median")
-    ax.axhline(max_px, color="k", lw=0.8, ls="--", label=f"threshold {max_px:g} px")
-    ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("mean reprojection error (px)")
-    ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8)
-    twin = ax.twinx()
-    twin.plot(x, valid.mean(0) * 100, "o", color="#3c78d8", ms=4)
-    twin.set_ylabel("valid frames (%)", color="#3c78d8")
-    twin.set_ylim(0, 115)
-    im = ax2.imshow(err.T, aspect="auto", interpolation="nearest", cmap="viridis",
-                    vmin=0, vmax=max_px)  # fmt: skip
-    ax2.set_yticks(x, names, fontsize=7)
-    ax2.set_xlabel("frame")
-    fig.colorbar(im, ax=ax2, label="mean reprojection error (px); blank: not valid")
-    fig.savefig(path, dpi=110)
 
 
 def plot_people_tracks(path: str | os.PathLike, centres: Sequence[np.ndarray],

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..charts import skeletons_3d_picture
 from ..io.atomic import OutputFolder
 from ..io.calibration import load_calibration
 from ..io.motion import write_csv, write_npz, write_trc
@@ -26,7 +27,7 @@ from ..io.video import VideoWriter, iter_video, video_info
 from ..lift3d import lift_keypoints, load_lifter
 from ..ops.camera import camera_to_opensim
 from ..skeleton import Skeleton
-from ..viz import draw_lift_frame, orthographic_panel, plot_skeletons_3d
+from ..viz import bone_colours_bgr, draw_lift_frame, orthographic_panel
 
 __all__ = ["DEFAULT_FPS", "lift", "output_names", "summary"]
 
@@ -214,9 +215,10 @@ def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
     write_csv(outputs.path(f"{name}.csv"), up, names, fps, units="m")
     T = joints.shape[0]
     idx = torch.linspace(0, T - 1, min(4, T)).round().long().unique()
-    plot_skeletons_3d(None, r["joints"][idx], skel_out, outputs.path(f"{name}_skeletons.png"),
-                      labels=[f"frame {int(i)}" for i in idx],
-                      title=f"{name}: lifted 3D ({T} frames)")  # fmt: skip
+    skeletons_3d_picture(outputs.path(f"{name}_skeletons.png"), r["joints"][idx].double().numpy(),
+                         skel_out.bones, bone_colours_bgr(skel_out),
+                         [f"frame {int(i)}" for i in idx],
+                         f"{name}: lifted 3D ({T} frames)")  # fmt: skip
 
 
 def _write_video(path: Path, video, r: dict, skel_in: Skeleton, skel_out: Skeleton, fps: float,

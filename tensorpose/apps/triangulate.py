@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..charts import reprojection_errors_picture
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -34,7 +35,7 @@ from ..multiview import (
     summarize,
     triangulate_cameras,
 )
-from ..viz import plot_people_tracks, plot_reprojection_errors
+from ..viz import plot_people_tracks
 
 __all__ = ["check_people", "output_names", "summary", "triangulate_folder"]
 
@@ -132,8 +133,8 @@ def triangulate_folder(
         if plot:
             title = (f"{name}: reprojection error per joint ({len(cams.names)} cameras, "
                      f"{cams.frames} frames, valid {tri.valid.mean():.1%})")  # fmt: skip
-            plot_reprojection_errors(outputs.path(names[2]), tri.mean_error, tri.valid,
-                                     tri.names, max_reprojection_px, title)  # fmt: skip
+            reprojection_errors_picture(outputs.path(names[2]), tri.mean_error, tri.valid,
+                                        tri.names, max_reprojection_px, title)  # fmt: skip
         written = outputs.commit()
     return {
         "tracks_dir": str(tracks_dir),

@@ -40,10 +40,19 @@ class TopDownDataset(Dataset):
             functions drop it from the batch, list it under ``batch["errors"]`` and warn, so an
             epoch never loses a sample silently.
         cache_images: keep decoded images in memory (small datasets; per worker process).
+        reduce_to: ``(H, W)`` of the crops (the CPU backend only): decode each JPEG at the
+            largest reduction ``r`` of 1, 2, 4, 8 (libjpeg's scaled IDCT, a fraction of the
+            cost) for which the person's smallest window, ``scale * min_window``, still has at
+            least one decoded pixel per crop pixel. The item's ``reduction`` says which ``r``;
+            its keypoints, window and :class:`~tensorpose.augment.CpuAugment`'s matrices stay in
+            full-resolution pixels (CpuAugment warps the reduced image with the matrix composed
+            exactly with the reduction). ``None``: decode whole.
+        min_window: the smallest window scale factor the augmentation draws (``1 - scale``).
 
     Items are dicts of numpy arrays: ``image (H, W, 3)`` uint8 RGB, ``center (2,)``,
     ``scale (2,)`` float32 pixels, ``keypoints (K, 2)`` float32, ``visibility (K,)`` int64,
-    ``bbox (4,)`` float32, ``area`` float, ``ann_id``, ``image_id``, ``index`` ints.
+    ``bbox (4,)`` float32, ``area`` float, ``ann_id``, ``image_id``, ``index``,
+    ``reduction`` ints.
     """
 
     def __init__(
@@ -53,6 +62,8 @@ class TopDownDataset(Dataset):
         padding: float = 1.25,
         on_error: str = "raise",
         cache_images: bool = False,
+        reduce_to: tuple[int, int] | None = None,
+        min_window: float = 1.0,
     ) -> None:
         if source is None:
             source = bundled_coco()
@@ -63,28 +74,34 @@ class TopDownDataset(Dataset):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         self.on_error = on_error
         self.cache_images = cache_images
-        self._cache: dict[Path, np.ndarray] = {}
+        self._cache: dict[tuple[Path, int], np.ndarray] = {}
         boxes = torch.tensor(np.array([r.bbox for r in self.records]).reshape(-1, 4))
         center, scale = box_to_center_scale(boxes, aspect_ratio, padding)
         self.center = center.float().numpy()
         self.scale = scale.float().numpy()
+        self.reduction = np.ones(len(self.records), np.int64)
+        if reduce_to is not None:  # decoded pixels per crop pixel at the smallest window
+            ratio = (self.scale * min_window / np.array(reduce_to[::-1], np.float32)).min(-1)
+            for r in (2, 4, 8):
+                self.reduction[ratio >= r] = r
 
     def __len__(self) -> int:
         return len(self.records)
 
-    def _image(self, r: PersonRecord) -> np.ndarray:
-        img = self._cache.get(r.file)
+    def _image(self, r: PersonRecord, reduction: int = 1) -> tuple[np.ndarray, int]:
+        """The decoded image and its actual reduction (1 for files other than JPEG)."""
+        img = self._cache.get((r.file, reduction))
         if img is None:
-            img = read_image(r.file, (r.width, r.height))
+            img = read_image(r.file, (r.width, r.height), reduction)
             if self.cache_images:
-                self._cache[r.file] = img
-        return img
+                self._cache[(r.file, reduction)] = img
+        return img, (reduction if img.shape[1] != r.width or img.shape[0] != r.height else 1)
 
     def __getitem__(self, index: int) -> dict:
         r = self.records[index]
         ids = {"ann_id": r.ann_id, "image_id": r.image_id, "index": int(index)}
         try:
-            img = self._image(r)
+            img, reduction = self._image(r, int(self.reduction[index]))
         except (OSError, ValueError) as e:
             if self.on_error == "raise":
                 raise
@@ -97,6 +114,7 @@ class TopDownDataset(Dataset):
             "visibility": r.visibility.astype(np.int64),
             "bbox": r.bbox.astype(np.float32),
             "area": float(r.area),
+            "reduction": reduction,
             **ids,
         }
 
@@ -121,6 +139,8 @@ def collate_topdown(samples: Sequence[dict]) -> dict:
         ``errors``: messages of the samples that could not be read (dropped).
     """
     good, errors = split_errors(samples)
+    if any(s.get("reduction", 1) != 1 for s in good):
+        raise ValueError("images decoded at reduced size need the cpu augmentation backend")
     B = len(good)
     Hm = max((s["image"].shape[0] for s in good), default=0)
     Wm = max((s["image"].shape[1] for s in good), default=0)

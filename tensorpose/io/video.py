@@ -87,13 +87,29 @@ class ImageReadError(ValueError):
     """An image file exists but cannot be decoded (corrupt, truncated or not an image)."""
 
 
-def read_image(path: str | Path, expected_size: tuple[int, int] | None = None) -> np.ndarray:
+REDUCED_FLAGS = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
+                 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}  # fmt: skip
+"""Decoding reduction -> OpenCV flag (libjpeg's scaled IDCT for JPEG files)."""
+
+
+def is_jpeg(data: np.ndarray) -> bool:
+    """Whether the bytes start with the JPEG start-of-image marker."""
+    return data.size >= 3 and bytes(data[:3]) == b"\xff\xd8\xff"
+
+
+def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
+               reduction: int = 1) -> np.ndarray:  # fmt: skip
     """Decode an image file to ``(H, W, 3)`` uint8 RGB.
 
     Args:
         path: the file.
         expected_size: ``(width, height)`` from the annotations; a different decoded size is an
             error (the keypoints would not match the pixels).
+        reduction: 1, 2, 4 or 8: decode a JPEG at ``ceil(W / r) x ceil(H / r)`` (libjpeg's
+            scaled IDCT: a fraction of the full decoding's cost). Output pixel ``i`` covers
+            full-resolution pixels ``r i .. r i + r - 1``: full-resolution ``x`` is
+            ``(x + 0.5) / r - 0.5`` in it. Files other than JPEG are always decoded whole
+            (check :func:`is_jpeg` before asking for a reduction).
 
     Raises:
         FileNotFoundError: no such file.
@@ -112,11 +128,17 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None) -
             f"{path}: its header says {size[0]}x{size[1]} pixels, over the "
             f"{MAX_IMAGE_PIXELS / 1e6:g} megapixel limit for an image"
         )
-    img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if reduction not in REDUCED_FLAGS:
+        raise ValueError(f"reduction must be 1, 2, 4 or 8, got {reduction!r}")
+    if reduction > 1 and not is_jpeg(data):
+        reduction = 1
+    img = cv2.imdecode(data, REDUCED_FLAGS[reduction]) if data.size else None
     if img is None:
         raise ImageReadError(
             f"{path}: cannot decode image ({data.size} bytes; corrupt, truncated or not an image)"
         )
+    if expected_size is not None and reduction > 1:
+        expected_size = tuple(-(-int(v) // reduction) for v in expected_size)
     if expected_size is not None and (img.shape[1], img.shape[0]) != tuple(expected_size):
         raise ImageReadError(
             f"{path}: decoded size {img.shape[1]}x{img.shape[0]} differs from the annotated "

@@ -39,3 +39,17 @@ def check_last_dims(name: str, x: torch.Tensor, expected: tuple, what: str) -> N
     if shape is None or any(e is not None and e != s for e, s in zip(expected, shape, strict=True)):
         want = "(..., " + ", ".join("*" if e is None else str(e) for e in expected) + ")"
         raise ValueError(f"{name} must have shape {want} ({what}), got {tuple(x.shape)}")
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> torch.Size:
+    """``torch.broadcast_shapes`` without its first-call cost (torch imports sympy for it,
+    about 0.5 s); a pair that does not broadcast raises ``RuntimeError`` as torch does."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n != 1 and out[i] not in (1, n):
+                raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+            if n != 1:
+                out[i] = n
+    return torch.Size(out)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._checks import check_last_dims, check_tensor
+from ._checks import broadcast_shapes, check_last_dims, check_tensor
 
 __all__ = [
     "H36M_FOCAL",
@@ -58,7 +58,7 @@ def intrinsic_matrix(
         raise ValueError(f"center must have shape (..., 2), got {tuple(c.shape)}")
     if f.dim() == 0 or f.shape[-1] != 2:
         f = f.unsqueeze(-1).expand(*f.shape, 2)
-    lead = torch.broadcast_shapes(f.shape[:-1], c.shape[:-1])
+    lead = broadcast_shapes(f.shape[:-1], c.shape[:-1])
     f, c = f.expand(*lead, 2), c.expand(*lead, 2)
     zero, one = torch.zeros_like(f[..., 0]), torch.ones_like(f[..., 0])
     rows = [

@@ -14,7 +14,9 @@ from __future__ import annotations
 import torch
 
 from ..skeleton import Skeleton
-from ._checks import check_finite, check_last_dims, check_tensor
+from ._checks import broadcast_shapes, check_finite, check_last_dims, check_tensor
+
+is_compiling = torch.compiler.is_compiling
 
 __all__ = ["bone_lengths", "bone_vectors", "compose", "decompose", "flip", "forward_kinematics"]
 
@@ -129,7 +131,9 @@ def compose(
         check_finite("lengths", lengths)
         check_finite("directions", directions)
     try:
-        lead = torch.broadcast_shapes(lengths.shape[:-2], directions.shape[:-2])
+        shapes = (lengths.shape[:-2], directions.shape[:-2])
+        # torch's own under torch.compile; eager: ours (torch's first call imports sympy, 0.5 s)
+        lead = torch.broadcast_shapes(*shapes) if is_compiling() else broadcast_shapes(*shapes)
     except RuntimeError:
         raise ValueError(
             f"lengths {tuple(lengths.shape)} does not broadcast against directions "

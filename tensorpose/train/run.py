@@ -13,6 +13,7 @@ import torch
 from ..config import Config, ConfigError, config_to_dict, save_config
 from ..io.atomic import FolderLock
 from ..tasks import Task, build_task, get_task, unwrap
+from ..threads import set_threads
 from ..utils import seed_everything
 from .atomic_save import clean_temp_files
 from .checkpoint import (
@@ -139,8 +140,7 @@ def _setup(cfg: Config, run_dir: Path, resume: bool, profile: bool, rank: int, w
     payload = load_resume_state(cfg, run_dir / "checkpoint.pt") if resume else None
     if rank == 0:
         save_config(cfg, run_dir / "config.yaml")
-    if tc.threads > 0:
-        torch.set_num_threads(tc.threads)
+    set_threads(tc.threads, "train.threads")  # 0: the default policy (tensorpose.threads)
     seed_everything(tc.seed + rank, tc.deterministic)
 
     task, frozen = build_training_task(cfg, device, rank, world)

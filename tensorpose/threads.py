@@ -1,0 +1,64 @@
+"""The CPU thread policy of every command that computes (``train``, ``predict``, ``lift``,
+``triangulate``, ``eval``, ``eval-wild``, ``smooth``, ``export``, ``demo``).
+
+- **Waiting threads sleep.** :func:`prepare_environment` (run when the package is imported,
+  before torch is) sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets it:
+  torch's OpenMP threads that wait at the end of a parallel region yield their core instead of
+  spinning on it. On a machine where another process competes for the cores, spinning threads
+  hold a core the late thread needs, and every parallel region then waits for a time slice:
+  the issue-23 measurement was 10x slower training steps with one competing process. The wait
+  policy changes no number: work is split among the threads exactly as before.
+- **How many threads.** ``--threads N`` on every command that computes (``train`` and
+  ``demo``: ``train.threads``); without it, :func:`default_threads`: half the CPUs this process
+  may run on, at least one, so that a command leaves room for the rest of a shared machine
+  (a browser, a call, another run). ``train.threads=0`` means the same default.
+- **Same numbers.** CPU results depend on the thread count (reductions are split per thread),
+  not on the load or the wait policy: the same config, seed and thread count give bit-identical
+  runs. ``tensorpose demo`` pins ``train.threads=2`` so that its numbers are the same on every
+  machine.
+
+This module imports no torch at module level.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["WAIT_POLICY", "available_cpus", "default_threads", "prepare_environment",
+           "set_threads"]  # fmt: skip
+
+WAIT_POLICY = "PASSIVE"
+"""``OMP_WAIT_POLICY`` set before torch is imported, unless the environment sets one."""
+
+
+def prepare_environment() -> None:
+    """Set ``OMP_WAIT_POLICY`` (:data:`WAIT_POLICY`) unless it is set; it counts only when
+    done before torch (and with it the OpenMP runtime) is loaded."""
+    os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, else ``os.cpu_count()``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """Half the available CPUs, at least one."""
+    return max(1, available_cpus() // 2)
+
+
+def set_threads(threads: int | None, what: str = "--threads") -> int:
+    """Give torch ``threads`` intra-op CPU threads (``None`` or 0: :func:`default_threads`);
+    returns the count used. A negative count raises ``ValueError`` naming ``what``."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 0):  # fmt: skip
+        raise ValueError(f"{what} must be a non-negative integer, got {threads!r}")
+    n = threads or default_threads()
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
