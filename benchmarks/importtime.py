@@ -17,41 +17,22 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRIAL = "tensorpose/assets/tracks/openpose_body25b"
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.commands import _environ  # noqa: E402
+from benchmarks.commands import commands as _timed  # noqa: E402
+
+NAMES = {
+    "--help": "tensorpose --help",
+    "triangulate": "tensorpose triangulate (bundled trial)",
+    "lift": "tensorpose lift (one camera, no video)",
+}
 
 
 def commands(out: Path) -> dict[str, list[str]]:
-    return {
-        "tensorpose --help": ["--help"],
-        "tensorpose triangulate (bundled trial)": [
-            "triangulate",
-            TRIAL,
-            "--calib",
-            f"{TRIAL}/Calib.qca.txt",
-            "--out",
-            str(out / "tri"),
-            "--overwrite",
-        ],
-        "tensorpose lift (one camera, no video)": [
-            "lift",
-            f"{TRIAL}/cam01_json",
-            "--size",
-            "1088x1920",
-            "--fps",
-            "60",
-            "--out",
-            str(out / "lift"),
-            "--overwrite",
-            "--quiet",
-        ],
-    }
-
-
-def _environ() -> dict[str, str]:
-    """This environment with bytecode caching on, the caches kept in a folder of their own
-    (as an installed package has them; without, every run compiles every module again)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "tensorpose_pycache")}
+    """The commands of :mod:`benchmarks.commands` (their arguments after ``-m tensorpose``)."""
+    timed = _timed(out)
+    return {title: timed[key][2:] for key, title in NAMES.items()}
 
 
 def importtime(argv: list[str], src: Path) -> list[tuple[int, int, str]]:
