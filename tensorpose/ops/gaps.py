@@ -27,11 +27,7 @@ def bridge_missing(
     Raises:
         ValueError: a joint missing in every frame (named).
     """
-    if xy.dim() != 3 or missing.shape != xy.shape[:2]:
-        raise ValueError(
-            f"xy must be (T, J, D) and missing (T, J), got {tuple(xy.shape)} and "
-            f"{tuple(missing.shape)}"
-        )
+    _check(xy, missing, "xy")
     T = xy.shape[0]
     seen = ~missing
     never = ~seen.any(0)
@@ -42,18 +38,11 @@ def bridge_missing(
             f"joint(s) {', '.join(which)} missing or below the confidence threshold in every "
             "frame: nothing to bridge from (lower --min-confidence, or check the layout)"
         )
-    t = torch.arange(T, device=xy.device)[:, None].expand_as(seen)
-    prev = torch.where(seen, t, -1).cummax(0).values
-    nxt = torch.where(seen, t, T).flip(0).cummin(0).values.flip(0)
+    t, prev, nxt = _neighbours(seen)
     lo = torch.where(prev < 0, nxt, prev)  # before the first observation: hold it
     hi = torch.where(nxt >= T, lo, nxt)  # after the last one: hold it
     lo = torch.where(nxt >= T, prev, lo)
-    span = (hi - lo).clamp_min(1).to(xy.dtype)
-    w = ((t - lo).to(xy.dtype) / span)[..., None]
-    D = xy.shape[-1]
-    a = xy.gather(0, lo[..., None].expand(-1, -1, D))
-    b = xy.gather(0, hi[..., None].expand(-1, -1, D))
-    return torch.where(missing[..., None], a + w * (b - a), xy)
+    return torch.where(missing[..., None], _lerp(xy, t, lo, hi), xy)
 
 
 def fill_gaps(
@@ -68,20 +57,36 @@ def fill_gaps(
     Returns:
         ``(T, J, D)`` with the short gaps filled, and the ``(T, J)`` bool of the filled entries.
     """
-    if x.dim() != 3 or missing.shape != x.shape[:2]:
-        raise ValueError(
-            f"x must be (T, J, D) and missing (T, J), got {tuple(x.shape)} and "
-            f"{tuple(missing.shape)}"
-        )
+    _check(x, missing, "x")
     T = x.shape[0]
-    seen = ~missing
-    t = torch.arange(T, device=x.device)[:, None].expand_as(seen)
-    prev = torch.where(seen, t, -1).cummax(0).values
-    nxt = torch.where(seen, t, T).flip(0).cummin(0).values.flip(0)
+    t, prev, nxt = _neighbours(~missing)
     filled = missing & (prev >= 0) & (nxt < T) & (nxt - prev - 1 <= max_gap)
     lo, hi = prev.clamp(0, T - 1), nxt.clamp(0, T - 1)
+    return torch.where(filled[..., None], _lerp(x, t, lo, hi), x), filled
+
+
+def _check(x: torch.Tensor, missing: torch.Tensor, name: str) -> None:
+    if x.dim() != 3 or missing.shape != x.shape[:2]:
+        raise ValueError(
+            f"{name} must be (T, J, D) and missing (T, J), got {tuple(x.shape)} and "
+            f"{tuple(missing.shape)}"
+        )
+
+
+def _neighbours(seen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``seen (T, J)`` -> the frame index ``t``, the previous observed frame (-1: none) and the
+    next one (``T``: none) of every entry: a ``cummax`` and a reversed ``cummin`` over time."""
+    T = seen.shape[0]
+    t = torch.arange(T, device=seen.device)[:, None].expand_as(seen)
+    prev = torch.where(seen, t, -1).cummax(0).values
+    nxt = torch.where(seen, t, T).flip(0).cummin(0).values.flip(0)
+    return t, prev, nxt
+
+
+def _lerp(x: torch.Tensor, t: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """``x (T, J, D)`` at frames ``t`` interpolated linearly between frames ``lo`` and ``hi``."""
     w = ((t - lo).to(x.dtype) / (hi - lo).clamp_min(1).to(x.dtype))[..., None]
     D = x.shape[-1]
     a = x.gather(0, lo[..., None].expand(-1, -1, D))
     b = x.gather(0, hi[..., None].expand(-1, -1, D))
-    return torch.where(filled[..., None], a + w * (b - a), x), filled
+    return a + w * (b - a)
