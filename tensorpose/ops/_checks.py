@@ -46,7 +46,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> torch.Size:
     about 0.5 s); a pair that does not broadcast raises ``RuntimeError`` as torch does."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
-    for s in shapes:
+    for s in shapes:  # argument shapes (a few tuples), not data
         for i, n in enumerate(s, ndim - len(s)):
             if n != 1 and out[i] not in (1, n):
                 raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")

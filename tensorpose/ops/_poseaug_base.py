@@ -39,7 +39,7 @@ def _uniform(shape, generator: torch.Generator, lo, hi, dtype) -> torch.Tensor:
 
 def _names_index(skeleton: Skeleton, names: Sequence[str], what: str) -> list[int]:
     out = []
-    for n in names:
+    for n in names:  # joint names of a table (argument checks), not data
         if n not in skeleton.names:
             raise ValueError(
                 f"{what}: joint {n!r} is not in skeleton {skeleton.name or skeleton.names}"

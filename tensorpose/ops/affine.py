@@ -377,7 +377,7 @@ def _gather_bilinear(
     s = 1 - n
     xi, yi = x0.to(torch.int64), y0.to(torch.int64)
     rows, cols = [], []  # per source row / column of the 2 x 2: (flat offset, inside)
-    for r in (yi, yi + 1):
+    for r in (yi, yi + 1):  # the 2 source rows of the 2 x 2 (all pixels at once)
         if block is None:
             first = torch.arange(grid.shape[0], device=grid.device).view(-1, 1, 1) * H_in
             rows.append(((first + r) * W_in, (r >= 0) & (r < H_in)))
@@ -385,7 +385,7 @@ def _gather_bilinear(
             img = torch.div(r, block, rounding_mode="floor")
             row = r - img * block
             rows.append(((img * H_in + row) * W_in, (r >= 0) & (img < B) & (row < H_in)))
-    for c in (xi, xi + 1):
+    for c in (xi, xi + 1):  # the 2 source columns
         cols.append((c, (c >= 0) & (c < W_in)))
     pairs = [(rows[0], cols[0]), (rows[0], cols[1]), (rows[1], cols[0]), (rows[1], cols[1])]
     ok = torch.stack([ro & co for (_, ro), (_, co) in pairs], -1)

@@ -194,7 +194,7 @@ def _detections(
     counts = [k[..., 0].numel() for k in cams]
     L = max(counts)
     packed = torch.zeros(C, L, 3, dtype=dtype, device=dev)
-    for c, k in enumerate(cams):
+    for c, k in enumerate(cams):  # a handful of cameras: pack each one's detections
         packed[c, : counts[c]] = k.reshape(-1, 3).to(device=dev, dtype=dtype)
     pxy, conf = packed[..., :2], packed[..., 2]
     pseen = torch.isfinite(pxy).all(-1) & (conf >= min_confidence) & (conf > 0)
@@ -397,7 +397,7 @@ def _triangulate_winners(
     dev, dtype = K.device, K.dtype
     g_xy, g_seen, g_f = [], [], []
     frame = torch.arange(T, device=dev)
-    for c in range(C):
+    for c in range(C):  # a handful of cameras; each gathers every frame at once
         if seen[c].shape[1] == 0:
             g_xy.append(torch.full((*lead, J, 2), float("nan"), dtype=dtype, device=dev))
             g_seen.append(torch.zeros(*lead, J, dtype=torch.bool, device=dev))
