@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..io.bvh import load_bvh
 from ..io.safe_pickle import load_npz as safe_npz
 from ..ops.camera import (
     H36M_FOCAL,
@@ -60,11 +59,13 @@ ASSET_MOCAP = Path(__file__).resolve().parent.parent / "assets" / "mocap"
 
 @dataclass
 class MocapSequence:
-    """World-coordinate motion: ``positions (T, J, 3)`` metres, Y up, at ``fps``."""
+    """World-coordinate motion: ``positions (T, J, 3)`` metres, Y up, at ``fps``; ``kind``:
+    its motion kind (:func:`tensorpose.data.takes.kind_of`)."""
 
     name: str
     positions: torch.Tensor
     fps: float
+    kind: str = "other"
 
 
 @dataclass(frozen=True)
@@ -120,30 +121,52 @@ def resolve_bvh(name: str | Path) -> Path:
 
 
 def load_bvh_sequences(
-    names: Sequence[str | Path], mapping: str | None = None, fps: float = 30.0
+    names: Sequence[str | Path],
+    mapping: str | None = None,
+    fps: float = 30.0,
+    *,
+    units: str = "",
+    frame_rates: Sequence[str] = (),
+    kinds: Sequence[str] = (),
+    character: str = "",
 ) -> tuple[list[MocapSequence], Skeleton]:
-    """Load BVH files mapped to the target skeleton (``h36m17``), in metres, subsampled to about
-    ``fps`` (every ``round(file_fps / fps)``-th frame; 120 fps CMU files at 30 fps keep every
-    4th).
+    """Load mocap takes (BVH files, DeepMimic motions; paths, glob patterns or bundled stems)
+    mapped to the target skeleton (``h36m17``), in metres, Y up, each resampled to ``fps`` on
+    its own time axis (:mod:`tensorpose.data.takes`; 120 fps files at 30 fps keep every 4th
+    frame).
 
     Args:
-        names: paths or bundled stems.
-        mapping: a shipped mapping name (``cmu_3dsmax``, ``cmu_motionbuilder``) or ``None`` to
-            detect it per file. Unknown names raise ``ValueError`` listing the known ones.
+        names: paths, glob patterns or bundled stems.
+        mapping: a shipped BVH mapping name or ``None`` to detect it per file. Unknown names
+            raise ``ValueError`` listing the known ones.
+        units: the BVH files' length unit (``--units`` / ``data.units``); empty: detect.
+        frame_rates: ``"glob=fps"`` rules: true frame rates where a header is wrong.
+        kinds: ``"kind=glob"`` rules giving each sequence's ``kind``.
+        character: a DeepMimic character file (empty: found next to the motions).
     """
+    from .takes import expand_entries, read_take
+
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     seqs, skeleton = [], None
-    for name in names:
-        path = resolve_bvh(name)
-        motion = load_bvh(path)
-        pos, sk = motion.to_skeleton(mapping or None)
-        step = max(1, round(motion.fps / fps))
-        seqs.append(MocapSequence(path.stem, pos[::step].float(), motion.fps / step))
+    for take in expand_entries(names, kinds):  # one file at a time
+        path = resolve_bvh(take.path)
+        pos, _, sk = read_take(path, fps, mapping, units, frame_rates, character)
+        if skeleton is not None and sk != skeleton:
+            raise ValueError(f"{path}: maps to skeleton {sk.name!r}, not {skeleton.name!r}")
+        seqs.append(MocapSequence(_seq_name(path), pos.float(), fps, take.kind))
         skeleton = sk
     if skeleton is None:
         raise ValueError("no BVH files given")
     return seqs, skeleton
+
+
+def _seq_name(path: Path) -> str:
+    """A sequence's name: the file stem, with its folder where stems repeat across folders
+    (``salsa/01``, ``martial/03``); bundled files keep their stem (``131_03``)."""
+    if path.resolve().is_relative_to(ASSET_MOCAP):
+        return path.stem
+    return f"{path.parent.name}/{path.stem}"
 
 
 def _rotate_z_up(x: np.ndarray) -> np.ndarray:
@@ -300,6 +323,7 @@ def load_lifting_split(
     fps: float = 30.0,
     up_axis: str = "y",
     seed: int = 0,
+    **takes,
 ) -> LiftingSet:
     """One split of lifting data (training, validation, evaluation): BVH files or bundled names
     (``source="bvh"``), or ``subject[/action]`` entries of the ``npz`` file, as a
@@ -310,6 +334,8 @@ def load_lifting_split(
         mapping: BVH joint-name mapping (``None`` or ``""``: detect per file).
         fps: BVH frame rate after subsampling.
         up_axis: up axis of world-coordinate npz data.
+        takes: ``units``, ``frame_rates``, ``kinds``, ``character`` of
+            :func:`load_bvh_sequences`.
 
     Raises:
         ValueError: the BVH mapping's skeleton is not ``skeleton``; see also
@@ -323,7 +349,7 @@ def load_lifting_split(
         return LiftingSet.from_world(world, skeleton, cameras, seed, spec)
     if source != "bvh":
         raise ValueError(f"source must be 'bvh' or 'npz', got {source!r}")
-    seqs, bvh_skeleton = load_bvh_sequences(entries, mapping, fps)
+    seqs, bvh_skeleton = load_bvh_sequences(entries, mapping, fps, **takes)
     if bvh_skeleton != skeleton:
         raise ValueError(
             f"the BVH mapping produces skeleton {bvh_skeleton.name!r} but the model's skeleton "

@@ -11,7 +11,6 @@ position channels add to the joint's OFFSET. End sites become extra leaf joints 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,11 +20,21 @@ import torch
 from ..ops.kinematics import forward_kinematics
 from ..ops.rotations import euler_to_matrix
 from ..skeleton import Skeleton
+from .bvh_mappings import (
+    CMU_UNIT_M,
+    MAPPINGS,
+    UNITS,
+    Mapping,
+    detect_mapping,
+    get_mapping,
+    resolve_units,
+)
 from .files import check_regular_file
 
 __all__ = [
     "CMU_UNIT_M",
     "MAPPINGS",
+    "UNITS",
     "BVHError",
     "Mapping",
     "Motion",
@@ -33,13 +42,11 @@ __all__ = [
     "detect_mapping",
     "get_mapping",
     "load_bvh",
+    "resolve_units",
 ]
 
 MAX_BVH_BYTES = 1 << 30
 """Largest BVH file read (1 GiB)."""
-
-CMU_UNIT_M = 0.0254 / 0.45
-"""One CMU BVH length unit in metres (inches / 0.45, the ASF convention): 0.05644 m."""
 
 
 class BVHError(ValueError):
@@ -147,141 +154,33 @@ class Motion:
             offsets = torch.cat([offsets, ends.to(device).expand(R.shape[0], n, 3)], 1)
         return forward_kinematics(R, offsets, None, self.skeleton(end_sites))
 
+    def mapping(self, mapping: str | Mapping | None = None) -> Mapping:
+        """``mapping`` as a :class:`Mapping`: a shipped one by name, or detected from the joint
+        names when ``None``."""
+        if mapping is None:
+            mapping = detect_mapping(self.joint_names + self.end_site_names, self.path)
+        return get_mapping(mapping) if isinstance(mapping, str) else mapping
+
     def to_skeleton(
-        self, mapping: str | Mapping | None = None, dtype=torch.float64, device=None
+        self,
+        mapping: str | Mapping | None = None,
+        dtype=torch.float64,
+        device=None,
+        units: str = "",
     ) -> tuple[torch.Tensor, Skeleton]:
         """Positions mapped to a target skeleton, in metres.
 
         Args:
             mapping: a :class:`Mapping`, the name of a shipped one (see ``MAPPINGS``), or
                 ``None`` to detect it from the joint names.
+            units: the file's length unit (a key of ``UNITS``); empty: from the skeleton's
+                standing height (:func:`~tensorpose.io.bvh_mappings.resolve_units`).
 
         Returns:
             ``(positions (T, J_target, 3) metres, target skeleton)``.
         """
-        if mapping is None:
-            mapping = detect_mapping(self.joint_names + self.end_site_names, self.path)
-        m = get_mapping(mapping) if isinstance(mapping, str) else mapping
-        return m.apply(self, dtype=dtype, device=device), m.target()
-
-
-@dataclass(frozen=True)
-class Mapping:
-    """Source joint names -> target skeleton joints; a target may be the mean of several
-    sources (e.g. the pelvis as the mean of both hips). ``scale`` converts file units to metres.
-    """
-
-    name: str
-    target_skeleton: str
-    joints: dict[str, tuple[str, ...]]
-    scale: float
-
-    def target(self) -> Skeleton:
-        from ..skeleton import get_skeleton
-
-        return get_skeleton(self.target_skeleton)
-
-    def weights(self, source_names: Sequence[str], path: str = "") -> torch.Tensor:
-        """``(J_target, J_source)`` averaging matrix; error names the missing source joints."""
-        target = self.target()
-        lookup = {n: i for i, n in enumerate(source_names)}
-        W = torch.zeros(target.num_joints, len(source_names), dtype=torch.float64)
-        missing = []
-        for t, tname in enumerate(target.names):
-            srcs = self.joints.get(tname)
-            if not srcs:
-                raise ValueError(f"mapping {self.name!r} gives no source for joint {tname!r}")
-            for s in srcs:
-                if s not in lookup:
-                    missing.append(s)
-                else:
-                    W[t, lookup[s]] = 1.0 / len(srcs)
-        if missing:
-            where = f" in {path}" if path else ""
-            raise ValueError(
-                f"mapping {self.name!r} needs joints {sorted(set(missing))} not found{where}"
-            )
-        return W
-
-    def apply(self, motion: Motion, dtype=torch.float64, device=None) -> torch.Tensor:
-        pos = motion.positions(end_sites=True, dtype=dtype, device=device)
-        names = motion.joint_names + motion.end_site_names
-        W = self.weights(names, motion.path).to(device=device, dtype=dtype)
-        return torch.einsum("ts,fsc->ftc", W, pos) * self.scale
-
-
-def _mapping(name: str, pairs: dict[str, str | tuple[str, ...]]) -> Mapping:
-    joints = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in pairs.items()}
-    return Mapping(name, "h36m17", joints, CMU_UNIT_M)
-
-
-MAPPINGS: dict[str, Mapping] = {
-    # The "3dsMax-friendly" CMU release (the bundled files): LeftHip/LeftKnee/LeftAnkle, Chest...
-    "cmu_3dsmax": _mapping(
-        "cmu_3dsmax",
-        {
-            "pelvis": ("LeftHip", "RightHip"),
-            "r_hip": "RightHip",
-            "r_knee": "RightKnee",
-            "r_ankle": "RightAnkle",
-            "l_hip": "LeftHip",
-            "l_knee": "LeftKnee",
-            "l_ankle": "LeftAnkle",
-            "spine": "Chest",
-            "thorax": "Neck",
-            "neck": "Head",
-            "head": "Head_End",
-            "l_shoulder": "LeftShoulder",
-            "l_elbow": "LeftElbow",
-            "l_wrist": "LeftWrist",
-            "r_shoulder": "RightShoulder",
-            "r_elbow": "RightElbow",
-            "r_wrist": "RightWrist",
-        },
-    ),
-    # The "MotionBuilder-friendly" CMU release: LeftUpLeg/LeftLeg/LeftFoot, Spine, LeftArm...
-    "cmu_motionbuilder": _mapping(
-        "cmu_motionbuilder",
-        {
-            "pelvis": ("LeftUpLeg", "RightUpLeg"),
-            "r_hip": "RightUpLeg",
-            "r_knee": "RightLeg",
-            "r_ankle": "RightFoot",
-            "l_hip": "LeftUpLeg",
-            "l_knee": "LeftLeg",
-            "l_ankle": "LeftFoot",
-            "spine": "Spine",
-            "thorax": "Neck1",
-            "neck": "Head",
-            "head": "Head_End",
-            "l_shoulder": "LeftArm",
-            "l_elbow": "LeftForeArm",
-            "l_wrist": "LeftHand",
-            "r_shoulder": "RightArm",
-            "r_elbow": "RightForeArm",
-            "r_wrist": "RightHand",
-        },
-    ),
-}
-
-
-def get_mapping(name: str) -> Mapping:
-    if name not in MAPPINGS:
-        raise ValueError(f"unknown mapping {name!r}; known: {', '.join(sorted(MAPPINGS))}")
-    return MAPPINGS[name]
-
-
-def detect_mapping(names: Sequence[str], path: str = "") -> str:
-    """The name of the shipped mapping whose source joints all appear in ``names``."""
-    have = set(names)
-    for key, m in MAPPINGS.items():
-        if all(s in have for srcs in m.joints.values() for s in srcs):
-            return key
-    where = f" for {path}" if path else ""
-    raise ValueError(
-        f"no shipped mapping fits the joint names{where}; known: {', '.join(sorted(MAPPINGS))}. "
-        "Pass a tensorpose.io.bvh.Mapping of your own."
-    )
+        m = self.mapping(mapping)
+        return m.apply(self, dtype=dtype, device=device, units=units), m.target()
 
 
 # ---------------------------------------------------------------------- parsing

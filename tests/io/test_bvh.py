@@ -136,7 +136,7 @@ def test_unknown_mapping_and_missing_joints():
         m.to_skeleton("h36m")
     with pytest.raises(ValueError, match="needs joints.*LeftUpLeg"):
         m.to_skeleton("cmu_motionbuilder")
-    assert set(MAPPINGS) == {"cmu_3dsmax", "cmu_motionbuilder"}
+    assert set(MAPPINGS) == {"cmu_3dsmax", "cmu_motionbuilder", "cmu_daz", "mixamo"}
     assert get_mapping("cmu_3dsmax").target().name == "h36m17"
 
 
