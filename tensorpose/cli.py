@@ -28,10 +28,14 @@ def _bench_kinematics(args: argparse.Namespace) -> int:
     return 0
 
 
+BVH_UNITS = ("m", "cm", "mm", "inch", "cmu")
+"""The keys of ``tensorpose.io.bvh_mappings.UNITS`` (named here: the CLI starts without torch)."""
+
+
 def _bvh_info(args: argparse.Namespace) -> int:
     from .info import bvh_info
 
-    print("\n".join(bvh_info(args.files, args.mapping)))
+    print("\n".join(bvh_info(args.files, args.mapping, args.units or "")))
     return 0
 
 
@@ -100,7 +104,8 @@ def _eval(args: argparse.Namespace) -> int:
     from .inference import evaluate
 
     model_config = config_to_dict(load_config(args.config))["model"] if args.config else None
-    options = {"bvh": args.bvh, "mapping": args.mapping, "annotations": args.coco}
+    options = {"bvh": args.bvh, "mapping": args.mapping, "units": args.units,
+               "annotations": args.coco}  # fmt: skip
     m = evaluate(args.checkpoint, args.device, model_config, flip=args.flip,
                  **{k: v for k, v in options.items() if v is not None})  # fmt: skip
     flip = " (test-time flip averaged)" if args.flip else ""
@@ -230,6 +235,8 @@ def add_bvh_info(sub) -> None:
     p = sub.add_parser("bvh-info", help="summarise BVH files (default: the bundled CMU files)")
     p.add_argument("files", nargs="*", help="BVH files")
     p.add_argument("--mapping", default=None, help="joint-name mapping (default: detect)")
+    p.add_argument("--units", default=None, choices=BVH_UNITS,
+                   help="length unit (default: from the skeleton's standing height)")  # fmt: skip
     p.set_defaults(func=_bvh_info)
 
 
@@ -402,6 +409,8 @@ def add_eval(sub) -> None:
     p.add_argument("checkpoint", help="checkpoint.pt written by train/demo")
     p.add_argument("--bvh", nargs="+", default=None, help="BVH files (default: held-out ones)")
     p.add_argument("--mapping", default=None, help="BVH joint mapping (default: detect)")
+    p.add_argument("--units", default=None, choices=BVH_UNITS,
+                   help="BVH length unit (default: from the standing height)")  # fmt: skip
     p.add_argument("--coco", default=None, help="2D: COCO keypoint JSON (default: the run's)")
     p.add_argument("--config", default=None, help="fail unless its model section matches")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda")

@@ -10,13 +10,15 @@ from .io.coco import bundled_coco, load_coco_keypoints, missing_images
 __all__ = ["bvh_info", "coco_info"]
 
 
-def bvh_info(files: list[str | Path] | None = None, mapping: str | None = None) -> list[str]:
+def bvh_info(
+    files: list[str | Path] | None = None, mapping: str | None = None, units: str = ""
+) -> list[str]:
     """Per BVH file (default: the bundled CMU files): frames, frame rate, joints, end sites and
-    the median height of the mapped skeleton (``mapping``: default detect)."""
+    the median height of the mapped skeleton (``mapping``, ``units``: default detect)."""
     lines = []
     for p in files or bundled_bvh():  # a few files
         m = load_bvh(p)
-        pos, sk = m.to_skeleton(mapping)
+        pos, sk = m.to_skeleton(mapping, units=units)
         height = (pos[:, sk.index("head"), 1] - pos[:, :, 1].min(1).values).median()
         lines.append(
             f"{p}: {m.num_frames} frames at {m.fps:.1f} fps, {len(m.joint_names)} joints, "

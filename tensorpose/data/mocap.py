@@ -129,6 +129,7 @@ def load_bvh_sequences(
     frame_rates: Sequence[str] = (),
     kinds: Sequence[str] = (),
     character: str = "",
+    exclude: Sequence[str | Path] = (),
 ) -> tuple[list[MocapSequence], Skeleton]:
     """Load mocap takes (BVH files, DeepMimic motions; paths, glob patterns or bundled stems)
     mapped to the target skeleton (``h36m17``), in metres, Y up, each resampled to ``fps`` on
@@ -143,14 +144,18 @@ def load_bvh_sequences(
         frame_rates: ``"glob=fps"`` rules: true frame rates where a header is wrong.
         kinds: ``"kind=glob"`` rules giving each sequence's ``kind``.
         character: a DeepMimic character file (empty: found next to the motions).
+        exclude: entries (as ``names``) whose takes are left out, e.g. the held-out ones.
     """
     from .takes import expand_entries, read_take
 
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     seqs, skeleton = [], None
+    held_out = {resolve_bvh(t.path).resolve() for t in expand_entries(exclude)}
     for take in expand_entries(names, kinds):  # one file at a time
         path = resolve_bvh(take.path)
+        if path.resolve() in held_out:
+            continue
         pos, _, sk = read_take(path, fps, mapping, units, frame_rates, character)
         if skeleton is not None and sk != skeleton:
             raise ValueError(f"{path}: maps to skeleton {sk.name!r}, not {skeleton.name!r}")

@@ -387,10 +387,14 @@ class SyntheticLiftingBatches:
         config: augmentation settings (or use ``augmenter`` for custom tables).
         steps: batches per epoch (``len(self)``; iteration yields that many).
         augmenter: a :class:`KinematicAugmenter` to use instead of one built from ``config``.
+        weights: each sequence's share of the window centres (e.g. equal per motion kind:
+            :func:`tensorpose.tasks.lifting.kind_weights`), uniform over its frames; ``None``:
+            uniform over all frames.
 
     Each batch: ``keypoints (B, R, J, 2)``, ``target (B, 1, J, 3)``, ``mask (B, R, J)`` (and
     the cameras' ``K``, ``size``), see :class:`KinematicAugmenter`. Windows are centred on
-    frames drawn uniformly over all frames (longer sequences are seen more often).
+    frames drawn uniformly over all frames (longer sequences are seen more often), or by
+    ``weights``.
 
     Example:
         >>> from tensorpose.data.mocap import load_bvh_sequences
@@ -412,6 +416,7 @@ class SyntheticLiftingBatches:
         config: SynthConfig | None = None,
         steps: int = 100,
         augmenter: KinematicAugmenter | None = None,
+        weights: Sequence[float] | None = None,
     ) -> None:
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
@@ -441,6 +446,12 @@ class SyntheticLiftingBatches:
         self.frames = torch.cat(seqs)  # (N, J, 3)
         self.seq_of = torch.repeat_interleave(torch.arange(len(seqs), device=dev), lens)
         self.start, self.length = starts, lens
+        self.frame_weights = None
+        if weights is not None:
+            w = torch.as_tensor(weights, dtype=torch.float64, device=dev)
+            if w.shape != (len(seqs),) or not bool((w >= 0).all()) or not bool(w.sum() > 0):
+                raise ValueError(f"weights must be {len(seqs)} values >= 0 with a positive sum")
+            self.frame_weights = (w / lens).repeat_interleave(lens).float()  # (N,)
         # Each sequence keeps its own (mean) bone lengths: constant over time.
         self.bone_lengths = torch.stack([bone_lengths(s, skeleton).mean(0) for s in seqs])
 
@@ -466,7 +477,10 @@ class SyntheticLiftingBatches:
         B = batch_size or self.batch_size
         g, cfg, R = self.generator, self.config, self.receptive_field
         dev = g.device
-        f = torch.randint(len(self.frames), (B,), generator=g, device=dev)
+        if self.frame_weights is None:
+            f = torch.randint(len(self.frames), (B,), generator=g, device=dev)
+        else:
+            f = torch.multinomial(self.frame_weights, B, replacement=True, generator=g)
         seq = self.seq_of[f]
         start, length = self.start[seq], self.length[seq]
         centre = (f - start).to(torch.float32)

@@ -12,7 +12,8 @@ listed); the first match wins:
 - kinds (``data.kinds``, written ``"kind=glob"``): ``"salsa=*/salsa/*"`` -> the motion kind
   windows are balanced over; files no rule matches are of kind ``other``;
 - frame rates (``data.frame_rates``, written ``"glob=fps"``): ``"*/salsa/*=60"`` -> the
-  file's true frame rate where its header is wrong (the CMU salsa BVH headers say 120 fps, the takes are 60 fps).
+  file's true frame rate where its header is wrong (the CMU salsa BVH headers say 120 fps,
+  the takes are 60 fps).
 
 Every take is resampled to the recipe's ``fps`` on its own time axis (frame ``i`` at ``i /
 true_fps``, DeepMimic frames at their summed durations), by linear interpolation between the

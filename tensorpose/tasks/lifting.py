@@ -103,7 +103,19 @@ class LiftDataConfig:
     val: list[str] = field(default_factory=lambda: ["131_03"])
     npz: str = ""
     mapping: str = ""
-    """BVH joint-name mapping (``cmu_3dsmax``, ``cmu_motionbuilder``); empty: detect."""
+    """BVH joint-name mapping (``cmu_3dsmax``, ``cmu_motionbuilder``, ``cmu_daz``,
+    ``mixamo``); empty: detect."""
+    units: str = field(default="", metadata=choices("", "m", "cm", "mm", "inch", "cmu"))
+    """BVH length unit; empty: from the skeleton's standing height (1.4-2.1 m)."""
+    kinds: list[str] = field(default_factory=list)
+    """``"kind=glob"`` rules: each take's motion kind (:mod:`tensorpose.data.takes`)."""
+    balance: str = field(default="frames", metadata=choices("frames", "kinds"))
+    """Kinematic windows: uniform over all ``frames``, or equally many from each of the
+    ``kinds`` (uniform over the frames within a kind)."""
+    frame_rates: list[str] = field(default_factory=list)
+    """``"glob=fps"`` rules: true frame rates of takes whose headers are wrong."""
+    character: str = ""
+    """DeepMimic character file; empty: ``characters/humanoid3d.txt`` found above the motions."""
     up_axis: str = field(default="y", metadata=choices("y", "z"))
     """Up axis of world-coordinate npz data (BVH is Y up)."""
     fps: float = field(default=30.0, metadata=valid(0, 1000, "left-open"))
@@ -185,6 +197,15 @@ class LiftModelConfig:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
 
 
+def kind_weights(seqs: list[MocapSequence]) -> list[float]:
+    """Per-sequence sampling mass giving every motion kind the same share of windows (a
+    sequence's share within its kind by its frames)."""
+    frames: dict[str, int] = {}
+    for s in seqs:  # a loop over the takes
+        frames[s.kind] = frames.get(s.kind, 0) + len(s.positions)
+    return [len(s.positions) / frames[s.kind] / len(frames) for s in seqs]
+
+
 class FrameBatches:
     """Shuffled target frames of a :class:`LiftingSet` in batches, drawn on the device.
 
@@ -255,21 +276,30 @@ class LiftingTask(Task):
         return f"lift_{cfg.model.head}"
 
     # -- data
+    def take_options(self, units: str | None = None) -> dict[str, Any]:
+        """How this config reads mocap takes (:func:`~tensorpose.data.mocap.load_bvh_sequences`
+        keywords); ``units``: default ``data.units``."""
+        d = self.cfg.data
+        return {"units": d.units if units is None else units, "frame_rates": d.frame_rates,
+                "kinds": d.kinds, "character": d.character}  # fmt: skip
+
     def load_split(self, entries: list[str], cameras: int, mapping: str | None = None,
-                   source: str | None = None) -> LiftingSet:  # fmt: skip
-        """A split of this config's data (``mapping``/``source``: default the config's)."""
+                   source: str | None = None, units: str | None = None) -> LiftingSet:  # fmt: skip
+        """A split of this config's data (``mapping``/``source``/``units``: default the
+        config's)."""
         d = self.cfg.data
         spec = d.camera_spec()
         data = load_lifting_split(
             entries, self.skeleton, cameras, spec, source=source or d.source,
             npz=d.npz, mapping=d.mapping if mapping is None else mapping, fps=d.fps,
-            up_axis=d.up_axis, seed=d.seed,
+            up_axis=d.up_axis, seed=d.seed, **self.take_options(units),
         )  # fmt: skip
         # the virtual cameras all share the spec's intrinsics
         return data.with_intrinsics(spec.K()) if d.normalization == "intrinsics" else data
 
-    def load_world(self, entries: list[str]) -> list[MocapSequence]:
-        """World sequences of ``entries`` (BVH files/bundled names, or npz world entries)."""
+    def load_world(self, entries: list[str], exclude: list[str] = ()) -> list[MocapSequence]:
+        """World sequences of ``entries`` (BVH files/bundled names, or npz world entries),
+        without the takes of ``exclude`` (BVH/DeepMimic entries)."""
         d = self.cfg.data
         if d.source == "npz":
             world, clips = load_npz(d.npz, self.skeleton, entries, d.up_axis)
@@ -279,7 +309,9 @@ class LiftingTask(Task):
                     f"{d.npz} has per-camera 2D entries for {entries}"
                 )
             return world
-        seqs, sk = load_bvh_sequences(entries, d.mapping or None, d.fps)
+        seqs, sk = load_bvh_sequences(
+            entries, d.mapping or None, d.fps, **self.take_options(), exclude=exclude
+        )
         if sk != self.skeleton:
             raise ConfigError(
                 f"the BVH mapping produces skeleton {sk.name!r} but the model's skeleton is "
@@ -295,11 +327,13 @@ class LiftingTask(Task):
             self.train_set = None
             self.generator = torch.Generator(device=device).manual_seed(t.seed + rank)
             rf = unwrap(self.model).receptive_field()
-            world_seqs = [s.positions for s in self.load_world(d.train)]
+            seqs = self.load_world(d.train, exclude=d.val)  # a held-out take is never trained on
+            world_seqs = [s.positions for s in seqs]
             self.train_batches = SyntheticLiftingBatches(
                 world_seqs, self.skeleton,
                 t.batch_size // world, rf, self.generator,
                 d.synth.synth_config(d.normalization), d.steps_per_epoch,
+                weights=kind_weights(seqs) if d.balance == "kinds" else None,
             )  # fmt: skip
             # the trivial baseline: mean target of a fixed-seed synthetic sample
             g = torch.Generator(device=device).manual_seed(t.seed)
@@ -314,13 +348,13 @@ class LiftingTask(Task):
         self.train_batches = FrameBatches(self.train_set, t.batch_size, self.generator, rank, world)
 
     def eval_data(self, device: torch.device, bvh: list[str] | None = None,
-                  mapping: str | None = None) -> LiftingSet:  # fmt: skip
-        """``bvh`` files (mapping: detect unless given) or the config's held-out ``data.val``,
-        seen by ``data.val_cameras`` cameras, on ``device``."""
+                  mapping: str | None = None, units: str | None = None) -> LiftingSet:  # fmt: skip
+        """``bvh`` files (mapping and units: detect unless given) or the config's held-out
+        ``data.val``, seen by ``data.val_cameras`` cameras, on ``device``."""
         d = self.cfg.data
         if bvh:
-            return self.load_split(bvh, d.val_cameras, mapping or "", "bvh").to(device)
-        return self.load_split(d.val, d.val_cameras, mapping).to(device)
+            return self.load_split(bvh, d.val_cameras, mapping or "", "bvh", units or "").to(device)
+        return self.load_split(d.val, d.val_cameras, mapping, units=units).to(device)
 
     def prepare(self, batch: dict) -> dict:
         """Window gather and random flip, on the device (same generator as the shuffle);
