@@ -156,7 +156,7 @@ def load_bvh_sequences(
         path = resolve_bvh(take.path)
         if path.resolve() in held_out:
             continue
-        pos, _, sk = read_take(path, fps, mapping, units, frame_rates, character)
+        pos, _, sk = read_take(path, fps, mapping, units, frame_rates, character, take.path)
         if skeleton is not None and sk != skeleton:
             raise ValueError(f"{path}: maps to skeleton {sk.name!r}, not {skeleton.name!r}")
         seqs.append(MocapSequence(_seq_name(path), pos.float(), fps, take.kind))

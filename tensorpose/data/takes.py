@@ -6,8 +6,8 @@ patterns (``../shared/data/mocap_extra/cmu_dance_martial_bvh/salsa/*.bvh``). ``.
 read by :mod:`tensorpose.io.bvh` (joint naming and length unit detected, or ``mapping`` /
 ``units``), ``.txt`` / ``.json`` files as DeepMimic motions (:mod:`tensorpose.io.deepmimic`).
 
-Rules are strings matched in order against a file's path (POSIX form, as
-listed); the first match wins:
+Rules are strings matched in order against a take as the recipe lists it (POSIX form: a
+bundled stem, or the path a pattern expanded to); the first match wins:
 
 - kinds (``data.kinds``, written ``"kind=glob"``): ``"salsa=*/salsa/*"`` -> the motion kind
   windows are balanced over; files no rule matches are of kind ``other``;
@@ -143,9 +143,12 @@ def read_take(
     units: str = "",
     frame_rates: Sequence[str] = (),
     character: str = "",
+    listed: str = "",
 ) -> tuple[torch.Tensor, float, object]:
     """One motion file -> ``(positions (T', J, 3) float64 metres Y up at fps, its true frame
-    rate, skeleton)``: BVH, or a DeepMimic motion (``.txt`` / ``.json``)."""
+    rate, skeleton)``: BVH, or a DeepMimic motion (``.txt`` / ``.json``). ``frame_rates``
+    rules match ``listed`` (the entry as the recipe lists it) or else the path."""
+    name = listed or str(path)
     from ..io.bvh import load_bvh
     from ..io.deepmimic import deepmimic_to_h36m17, load_deepmimic
 
@@ -153,13 +156,13 @@ def read_take(
         motion = load_deepmimic(path, character or None)
         pos, sk = deepmimic_to_h36m17(motion)
         times = motion.times
-        rate = true_fps(str(path), frame_rates, motion.fps)
+        rate = true_fps(name, frame_rates, motion.fps)
         if rate != motion.fps:  # a rule overrides the file's durations
             times = np.arange(motion.num_frames) / rate
     else:
         motion = load_bvh(path)
         pos, sk = motion.to_skeleton(mapping or None, units=units)
-        rate = true_fps(str(path), frame_rates, motion.fps)
+        rate = true_fps(name, frame_rates, motion.fps)
         times = np.arange(motion.num_frames) / rate
     step = rate / fps
     uniform = len(times) < 2 or np.allclose(np.diff(times), 1 / rate, rtol=1e-3)

@@ -1,0 +1,79 @@
+"""Recipe takes: globs, kinds, true frame rates, resampling (against a per-frame np.interp
+loop), windows balanced over kinds, held-out takes never trained on."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tensorpose.data.mocap import load_bvh_sequences
+from tensorpose.data.synth import SyntheticLiftingBatches
+from tensorpose.data.takes import expand_entries, kind_of, resample, true_fps
+from tensorpose.tasks.lifting import kind_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+DAZ = ROOT / "tests" / "data" / "mocap_extra" / "cmu_daz" / "martial_04_excerpt_30fps.bvh"
+DM = ROOT / "tests" / "data" / "mocap_extra" / "deepmimic" / "motions" / "09_02.txt"
+
+
+def test_resample_matches_a_per_coordinate_interp_loop():
+    g = torch.Generator().manual_seed(0)
+    pos = torch.randn(50, 3, 3, generator=g, dtype=torch.float64)
+    times = np.cumsum(np.r_[0.0, 0.01 + 0.02 * np.random.default_rng(0).random(49)])
+    out = resample(pos, times, 30.0)
+    t = np.arange(len(out)) / 30.0
+    assert t[-1] <= times[-1] < t[-1] + 1 / 30
+    for j in range(3):  # the naive twin: one np.interp per joint coordinate
+        for c in range(3):
+            np.testing.assert_allclose(out[:, j, c], np.interp(t, times, pos[:, j, c]), atol=1e-12)
+
+
+def test_integer_ratio_keeps_every_kth_frame_and_a_wrong_header_is_overridden(tmp_path):
+    (seq,), _ = load_bvh_sequences(["131_03"], fps=30)
+    (full,), _ = load_bvh_sequences(["131_03"], fps=120)
+    torch.testing.assert_close(seq.positions, full.positions[::4])
+    # a 120 fps header whose take is really 60 fps (as the CMU salsa files): half the frames
+    (slow,), _ = load_bvh_sequences(["131_03"], fps=30, frame_rates=["131_0[3]=60"])
+    torch.testing.assert_close(slow.positions, full.positions[::2])
+    assert true_fps("a/salsa/01.bvh", ["*/salsa/*=60"], 120.0) == 60.0
+    assert true_fps("a/indian/01.bvh", ["*/salsa/*=60"], 120.0) == 120.0
+
+
+def test_globs_kinds_and_exclusion(tmp_path):
+    for folder in ("salsa", "martial"):
+        (tmp_path / folder).mkdir()
+        for k in range(2):
+            shutil.copy(DAZ, tmp_path / folder / f"0{k}.bvh")
+    kinds = ["salsa=*/salsa/*", "fight=*/martial/*"]
+    takes = expand_entries([f"{tmp_path}/*/*.bvh", "131_01"], kinds)
+    got = [(Path(t.path).parent.name, t.kind) for t in takes[:4]]
+    assert got == [("martial", "fight")] * 2 + [("salsa", "salsa")] * 2
+    assert takes[4].kind == "other" and kind_of("131_01", ["walk=131_*"]) == "walk"
+    seqs, _ = load_bvh_sequences(
+        [f"{tmp_path}/*/*.bvh", str(DM)], kinds=kinds, exclude=[f"{tmp_path}/salsa/01.bvh"]
+    )
+    assert [s.name for s in seqs] == ["martial/00", "martial/01", "salsa/00", "motions/09_02"]
+    assert seqs[-1].kind == "other" and seqs[-1].positions.shape[1:] == (17, 3)
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        expand_entries([f"{tmp_path}/nothing/*.bvh"])
+    with pytest.raises(ValueError, match="data.kinds: expected 'kind=glob'"):
+        kind_of("x", ["salsa"])
+
+
+def test_windows_are_balanced_over_kinds():
+    kinds = ["walk=131_0[12]", "hop=131_03", "jump=*09_02*"]
+    seqs, sk = load_bvh_sequences(["131_01", "131_02", "131_03", str(DM)], kinds=kinds)
+    w = kind_weights(seqs)
+    # naive twin: each kind's frames share 1/3 of the mass
+    for s, wi in zip(seqs, w, strict=True):
+        same = sum(len(o.positions) for o in seqs if o.kind == s.kind)
+        assert wi == pytest.approx(len(s.positions) / same / 3)
+    g = torch.Generator().manual_seed(0)
+    b = SyntheticLiftingBatches([s.positions for s in seqs], sk, 6000, 1, g, weights=w)
+    g2 = torch.Generator().manual_seed(0)
+    seq_of = b.seq_of[torch.multinomial(b.frame_weights, 6000, True, generator=g2)]
+    kinds = np.array([seqs[i].kind for i in seq_of.tolist()])
+    for k in ("walk", "hop", "jump"):
+        assert abs((kinds == k).mean() - 1 / 3) < 0.03
