@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:  # only for annotations: bvh.py imports this module
-    from ..skeleton import Skeleton
-    from .bvh import Motion
+from ..skeleton import Skeleton
+
+Motion = Any
+"""A :class:`tensorpose.io.bvh.Motion` (not imported: bvh.py imports this module)."""
 
 __all__ = [
     "CMU_UNIT_M",
