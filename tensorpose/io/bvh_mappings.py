@@ -187,17 +187,18 @@ MAPPINGS: dict[str, Mapping] = {
         },
     ),
     # The "Daz-friendly" CMU release (43 joints, centimetres): hip, abdomen, chest, neck, head,
-    # lThigh/lShin/lFoot, lShldr/lForeArm/lHand. The abdomen sits about 18 cm above the hips
-    # (where CMU's Chest does); the neck joint sits 5 cm above the shoulder joints, CMU's Neck
-    # (the thorax) at their level: the thorax is the mean of the neck and both shoulders; the head
-    # has no end site, so its top is the neck bone prolonged 1.25x past the head joint (~9 cm,
-    # where CMU's Head_End sits).
+    # lThigh/lShin/lFoot, lShldr/lForeArm/lHand. Placed like the CMU skeletons' points (rest
+    # pose, heights above the pelvis as a fraction of the shoulders'): the spine is the mean of
+    # abdomen and chest (0.51; CMU's Chest 0.52); the neck joint sits 5 cm above the shoulder
+    # joints, CMU's Neck (the thorax) at their level, so the thorax is the mean of the neck and
+    # both shoulders; the head has no end site: its top is the neck bone prolonged 1.25x past
+    # the head joint (~9 cm, where CMU's Head_End sits).
     "cmu_daz": _mapping(
         "cmu_daz",
         {
             "pelvis": ("lThigh", "rThigh"),
             **_limbs("{}Thigh {}Shin {}Foot {}Shldr {}ForeArm {}Hand", "l", "r"),
-            "spine": "abdomen",
+            "spine": ("abdomen", "chest"),
             "thorax": ("neck", "lShldr", "rShldr"),
             "neck": "head",
             "head": "head_top",

@@ -11,8 +11,9 @@ duration in seconds (the last frame's is 0: it only ends the clip).
 Forward kinematics is :func:`tensorpose.ops.kinematics.forward_kinematics` over all frames at
 once: ``G[j] = G[parent] @ R[j]``, ``p[j] = p[parent] + G[parent] @ attach[j]``, the root at
 its position with its rotation. :func:`deepmimic_to_h36m17` maps the humanoid to ``h36m17``
-(its neck joint has no head: two points above it in the neck's frame stand for the head joint
-and head top of the CMU BVH skeletons, 9 and 18 cm up).
+(placed like the CMU BVH skeletons' points: the thorax 3 cm above the neck joint, which sits
+below the shoulders, in the chest's frame; no head joint: points 12 and 21 cm above the neck
+joint, in its frame, stand for CMU's Head joint and Head_End).
 """
 
 from __future__ import annotations
@@ -228,24 +229,31 @@ def load_deepmimic(
 H36M17_FROM_DEEPMIMIC = {
     "pelvis": "root", "r_hip": "right_hip", "r_knee": "right_knee", "r_ankle": "right_ankle",
     "l_hip": "left_hip", "l_knee": "left_knee", "l_ankle": "left_ankle", "spine": "chest",
-    "thorax": "neck", "neck": "head_base", "head": "head_top",
+    "thorax": "thorax", "neck": "head_base", "head": "head_top",
     "l_shoulder": "left_shoulder", "l_elbow": "left_elbow", "l_wrist": "left_wrist",
     "r_shoulder": "right_shoulder", "r_elbow": "right_elbow", "r_wrist": "right_wrist",
 }  # fmt: skip
-"""h36m17 joint -> humanoid3d joint (or one of :data:`HEAD_POINTS`)."""
+"""h36m17 joint -> humanoid3d joint (or one of :data:`EXTRA_POINTS`)."""
 
-HEAD_POINTS = {"head_base": ("neck", (0.0, 0.09, 0.0)), "head_top": ("neck", (0.0, 0.18, 0.0))}
-"""Points in the neck joint's frame standing for CMU's Head joint and Head_End (metres)."""
+EXTRA_POINTS = {
+    "thorax": ("chest", (0.0, 0.254, 0.0)),
+    "head_base": ("neck", (0.0, 0.12, 0.0)),
+    "head_top": ("neck", (0.0, 0.21, 0.0)),
+}
+"""Points (joint, offset in its frame, metres) standing for CMU's Neck (the thorax: 3 cm above
+humanoid3d's neck joint, 0.224 m above the chest), Head joint and Head_End. Rest-pose heights
+above the pelvis as a fraction of the shoulders': thorax 1.02, head joint 1.21, head top 1.40
+(CMU subject 131: 1.03, 1.26, 1.49; the Daz skeleton 1.03, 1.25, 1.44)."""
 
 
 def deepmimic_to_h36m17(motion: DeepMimicMotion) -> tuple[torch.Tensor, Skeleton]:
     """``(T, 17, 3)`` float64 metres, Y up, of ``motion`` (a humanoid3d character) as
     ``h36m17``, and that skeleton."""
-    names = list(motion.character.names) + list(HEAD_POINTS)
+    names = list(motion.character.names) + list(EXTRA_POINTS)
     missing = sorted(set(H36M17_FROM_DEEPMIMIC.values()) - set(names))
     if missing:
         raise ValueError(f"{motion.character.path}: no joints {missing} (need humanoid3d's)")
-    pos = motion.positions(extra=HEAD_POINTS)
+    pos = motion.positions(extra=EXTRA_POINTS)
     sk = get_skeleton("h36m17")
     idx = torch.tensor([names.index(H36M17_FROM_DEEPMIMIC[n]) for n in sk.names])
     return pos[:, idx], sk

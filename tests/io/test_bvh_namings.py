@@ -79,7 +79,8 @@ def test_daz_release_maps_to_h36m17_in_centimetres():
         want = {
             "pelvis": (r["lThigh"] + r["rThigh"]) / 2, "r_hip": r["rThigh"], "r_knee": r["rShin"],
             "r_ankle": r["rFoot"], "l_elbow": r["lForeArm"], "l_wrist": r["lHand"],
-            "spine": r["abdomen"], "thorax": (r["neck"] + r["lShldr"] + r["rShldr"]) / 3,
+            "spine": (r["abdomen"] + r["chest"]) / 2,
+            "thorax": (r["neck"] + r["lShldr"] + r["rShldr"]) / 3,
             "neck": r["head"], "head": r["head_top"], "r_shoulder": r["rShldr"],
         }  # fmt: skip
         for name, p in want.items():
