@@ -127,7 +127,8 @@ def test_lift_wild_recipe_loads():
 
 def test_kinematic_task_trains_one_step_and_evaluates(tmp_path):
     over = [*TINY, *COMMON, "data.augment=kinematic", "data.normalization=intrinsics",
-            "data.steps_per_epoch=2", "data.synth.pitch_deg=45", "data.train=[131_03]"]  # fmt: skip
+            "data.steps_per_epoch=2", "data.synth.pitch_deg=45", "data.train=[131_03]",
+            "data.val=[131_01]"]  # fmt: skip
     cfg = load_config(None, over)
     result = train(cfg, tmp_path / "run", progress=False)
     assert result["steps"] == 1 and np.isfinite(result["first_loss"])
@@ -141,8 +142,9 @@ def test_kinematic_task_trains_one_step_and_evaluates(tmp_path):
 
 def test_kinematic_batches_pass_through_prepare():
     cfg = load_config(
-        None, [*TINY, "data.augment=kinematic", "data.steps_per_epoch=3", "data.train=[131_03]"]
-    )
+        None, [*TINY, "data.augment=kinematic", "data.steps_per_epoch=3", "data.train=[131_03]",
+               "data.val=[131_01]"]
+    )  # fmt: skip
     task = build_task(cfg)
     task.setup(torch.device("cpu"))
     assert isinstance(task.train_batches, SyntheticLiftingBatches) and len(task.train_batches) == 3

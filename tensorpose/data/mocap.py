@@ -162,6 +162,8 @@ def load_bvh_sequences(
         seqs.append(MocapSequence(_seq_name(path), pos.float(), fps, take.kind))
         skeleton = sk
     if skeleton is None:
+        if held_out:
+            raise ValueError(f"every take of {list(map(str, names))} is held out (excluded)")
         raise ValueError("no BVH files given")
     return seqs, skeleton
 

@@ -77,3 +77,8 @@ def test_windows_are_balanced_over_kinds():
     kinds = np.array([seqs[i].kind for i in seq_of.tolist()])
     for k in ("walk", "hop", "jump"):
         assert abs((kinds == k).mean() - 1 / 3) < 0.03
+
+
+def test_training_on_held_out_takes_only_is_an_error():
+    with pytest.raises(ValueError, match=r"every take of \['131_03'\] is held out"):
+        load_bvh_sequences(["131_03"], exclude=["131_03"])

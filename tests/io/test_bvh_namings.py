@@ -124,3 +124,18 @@ def test_mixamo_rig_maps_to_h36m17(prefix):
     }  # fmt: skip
     for name, p in want.items():
         np.testing.assert_allclose(pos[20, sk.index(name)].numpy(), p * CMU_UNIT_M, atol=1e-9)
+
+
+def test_eval_of_a_centimetre_file_is_in_metres(tmp_path, capsys):
+    """The reported case: CMU joint names in centimetres were read in CMU units (1766 mm)."""
+    import json
+
+    text = (BUNDLED / "131_03.bvh").read_text()
+    path = tmp_path / "131_03_cm.bvh"
+    path.write_text(scaled(text, CMU_UNIT_M / 0.01))
+    lifter = str(ROOT / "tensorpose" / "assets" / "models" / "lifter_wild.pt")
+    assert main(["eval", lifter, "--bvh", str(path), "--json", "--device", "cpu"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert 20 < m["mpjpe_mm"] < 100
+    assert main(["eval", lifter, "--bvh", str(path), "--units", "mm", "--device", "cpu"]) == 0
+    assert "MPJPE" in capsys.readouterr().out
