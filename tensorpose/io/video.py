@@ -90,6 +90,15 @@ class ImageReadError(ValueError):
 REDUCED_FLAGS = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
                  4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}  # fmt: skip
 """Decoding reduction -> OpenCV flag (libjpeg's scaled IDCT for JPEG files)."""
+_RGB = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10: the decoder writes RGB itself
+
+
+def decode_rgb(data: np.ndarray, reduction: int) -> np.ndarray | None:
+    """``(H, W, 3)`` uint8 RGB at ``reduction``, or None when OpenCV cannot decode it."""
+    if _RGB is None:
+        img = cv2.imdecode(data, REDUCED_FLAGS[reduction])
+        return None if img is None else cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return cv2.imdecode(data, (REDUCED_FLAGS[reduction] & ~cv2.IMREAD_COLOR) | _RGB)
 
 
 def is_jpeg(data: np.ndarray) -> bool:
@@ -132,7 +141,7 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
         raise ValueError(f"reduction must be 1, 2, 4 or 8, got {reduction!r}")
     if reduction > 1 and not is_jpeg(data):
         reduction = 1
-    img = cv2.imdecode(data, REDUCED_FLAGS[reduction]) if data.size else None
+    img = decode_rgb(data, reduction) if data.size else None
     if img is None:
         raise ImageReadError(
             f"{path}: cannot decode image ({data.size} bytes; corrupt, truncated or not an image)"
@@ -144,7 +153,7 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
             f"{path}: decoded size {img.shape[1]}x{img.shape[0]} differs from the annotated "
             f"{expected_size[0]}x{expected_size[1]}"
         )
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return img
 
 
 @dataclass
