@@ -174,18 +174,16 @@ def lift(
             _write_video(outputs.path(f"{name}.mp4"), video, r, skel_in, lifter.skeleton_out,
                          fps_used, progress, root_relative)  # fmt: skip
         written = outputs.commit()
-    report = _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence,
-                     out_dir, written, t0)  # fmt: skip
-    report["root_relative"] = root_relative
-    report["root_depth_m"] = float(r["root"][:, 2].mean())
-    report["distance_m"] = float(path_length(r["root"]))
-    return report
+    return _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence,
+                   out_dir, written, t0) | {"root_relative": root_relative}  # fmt: skip
 
 
 def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence, out_dir,
             written, t0) -> dict[str, Any]:  # fmt: skip
     """What :func:`lift` did (see its Returns)."""
     return {
+        "root_depth_m": float(r["root"][:, 2].mean()),
+        "distance_m": float(path_length(r["root"])),
         "input": str(src),
         "kind": kp.kind,
         "layout": kp.layout,
