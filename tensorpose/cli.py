@@ -122,8 +122,9 @@ def _lift(args: argparse.Namespace) -> int:
     r = lift(args.input, args.checkpoint, args.out, layout=args.layout, person=args.person,
              fps=args.fps, calib=args.calib, camera=args.camera, size=args.size,
              video=args.video, flip=args.flip, min_confidence=args.min_confidence,
-             reproject=args.reproject, overwrite=args.overwrite, device=args.device,
-             vp3d_joints=args.vp3d_joints, progress=not args.quiet)  # fmt: skip
+             reproject=args.reproject, root_relative=args.root_relative,
+             overwrite=args.overwrite, device=args.device, vp3d_joints=args.vp3d_joints,
+             progress=not args.quiet)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -416,8 +417,9 @@ def add_lift(sub) -> None:
     p = sub.add_parser(
         "lift",
         help="2D keypoints of a recording (OpenPose folder, COCO results, npz) -> 3D files",
-        description="Lift one person's 2D keypoints to root-relative 3D joints (camera frame, "
-        "metres) and write <name>_3d.npz, <name>.trc (OpenSim, Y up), <name>.csv, a PNG of "
+        description="Lift one person's 2D keypoints to 3D joints placed in the camera frame "
+        "(metres; --root-relative: the pelvis at the origin) and write <name>_3d.npz, "
+        "<name>.trc (OpenSim, Y up), <name>.csv, a PNG of "
         "skeletons and, with --video, an MP4. Joints below --min-confidence or missing are "
         "bridged by linear interpolation in time. Nothing is written unless all inputs are "
         "valid; existing outputs are refused without --overwrite.",
@@ -436,6 +438,11 @@ def add_lift(sub) -> None:
     p.add_argument("--reproject", action="store_true",
                    help="slide each detected joint onto its camera ray (3D re-projects onto the "
                    "2D; bone lengths then vary)")  # fmt: skip
+    p.add_argument(
+        "--root-relative",
+        action="store_true",
+        help="write root-relative joints (no trajectory; the pelvis at the origin)",
+    )
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--out", default=None, help="output folder (default ./lift_<name>)")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
