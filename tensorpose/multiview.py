@@ -168,7 +168,7 @@ def check_options(min_confidence: float, max_reprojection_px: float, drop: str) 
     if not (max_reprojection_px > 0 and math.isfinite(max_reprojection_px)):
         raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
     if drop not in DROP_RULES:
-        raise ValueError(f"drop must be one of {DROP_RULES}, got {drop!r}")
+        raise ValueError(f"--drop-rule must be tensorpose or pose2sim, got {drop!r}")
 
 
 def pack_keypoints(cameras: Cameras, device: str | torch.device = "cpu") -> list[torch.Tensor]:
@@ -200,7 +200,9 @@ def triangulate_cameras(
         min_confidence: joints below it are not used.
         max_reprojection_px: camera dropping / validity threshold (pixels).
         association_px: two-view threshold for joining a person across views (pixels).
-        drop: ``"leave_one_out"`` or ``"largest_error"``.
+        drop: ``"leave_one_out"`` (``--drop-rule tensorpose``), ``"largest_error"`` or
+            ``"pose2sim"`` (Pose2Sim's mean-error rule), see
+            :func:`tensorpose.ops.triangulate.triangulate_points`.
     """
     check_options(min_confidence, max_reprojection_px, drop)
     names = LAYOUTS[cameras.layout]

@@ -26,7 +26,15 @@ from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
 from ..layouts import marker_names
-from ..motion3d import Filter3D, axes_text, check_axes, filter_points, find_fps, to_axes
+from ..motion3d import (
+    POSE2SIM_MAX_GAP,
+    Filter3D,
+    axes_text,
+    check_axes,
+    filter_points,
+    find_fps,
+    to_axes,
+)
 from ..multiperson import MAX_PEOPLE, centres, triangulate_cameras_people
 from ..multiview import (
     check_options,
@@ -97,7 +105,9 @@ def triangulate_folder(
         calib_path: ``.qca.txt`` or ``.toml``; cameras matched to the folders by name
             (``cam01_json`` <-> ``cam_01``), it may hold more. out_dir: output folder.
         min_confidence, max_reprojection_px, association_px, drop: see
-            :func:`tensorpose.multiview.triangulate_cameras`. layout: ``None`` detects it.
+            :func:`tensorpose.multiview.triangulate_cameras`; ``drop="pose2sim"`` also fills
+            gaps of up to 20 frames linearly unless ``max_gap`` says otherwise (Pose2Sim's
+            defaults). layout: ``None`` detects it.
         fps: ``None``: what the input says (:func:`tensorpose.motion3d.find_fps`). name: file
             stem (default: ``tracks_dir``'s name). plot: write the PNG. overwrite: replace.
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
@@ -110,6 +120,8 @@ def triangulate_folder(
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
     check_axes(axes)
+    if max_gap is None and drop == "pose2sim":  # Pose2Sim's gap interpolation with its rule
+        max_gap = POSE2SIM_MAX_GAP
     filt = Filter3D(filter, cutoff, max_gap=max_gap)
     if check_people(people) is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
