@@ -154,3 +154,25 @@ def test_more_people_asked_than_found(tmp_path, capsys):
             "--out", str(out)]  # fmt: skip
     assert "--people 4: found only 3 people" in error(capsys, [*argv, "--people", "4"])
     assert not out.exists()
+
+
+def test_drop_rule_pose2sim_from_the_command_line(tmp_path, capsys):
+    """``--drop-rule pose2sim`` reaches the triangulation (cameras used as the library's rule
+    gives) and fills gaps of up to 20 frames linearly (np.interp between the neighbours)."""
+    out = tmp_path / "o"
+    argv = ["triangulate", str(TRACKS), "--calib", str(CALIB), "--out", str(out),
+            "--drop-rule", "pose2sim", "--threads", "1"]  # fmt: skip
+    assert main(argv) == 0
+    with np.load(out / "openpose_body25b_3d.npz") as z:
+        used, raw, points, filled = z["used"], z["points_raw"], z["points"], z["filled"]
+    tri = triangulate_cameras(read_cameras(TRACKS, CALIB), drop="pose2sim")
+    assert np.array_equal(used, tri.used)
+    np.testing.assert_array_equal(raw, tri.points)
+    assert filled.any() and not filled[tri.valid].any()
+    frames = np.arange(len(raw))
+    for t, j in zip(*np.nonzero(filled), strict=True):  # each filled joint-frame
+        seen = np.isfinite(raw[:, j, 0])
+        before, after = frames[seen & (frames < t)].max(), frames[seen & (frames > t)].min()
+        assert after - before - 1 <= 20
+        want = [np.interp(t, frames[seen], raw[seen, j, k]) for k in range(3)]
+        np.testing.assert_allclose(points[t, j], want, atol=1e-12)
