@@ -185,7 +185,9 @@ def _triangulate(args: argparse.Namespace) -> int:
     r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
-                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap)  # fmt: skip
+                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
+                    drop={"tensorpose": "leave_one_out"}.get(args.drop_rule,
+                                                             args.drop_rule))  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -492,7 +494,13 @@ def add_triangulate(sub) -> None:
                    help="Butterworth cut-off in Hz (zero-phase, order 4; default 6)")  # fmt: skip
     p.add_argument("--max-gap", type=int, default=None,
                    help="fill gaps of up to this many frames linearly (default: 10 with a "
-                   "filter, 0 without)")  # fmt: skip
+                   "filter, 20 with --drop-rule pose2sim, 0 otherwise)")  # fmt: skip
+    p.add_argument("--drop-rule", default="tensorpose", choices=("tensorpose", "pose2sim"),
+                   help="camera dropping: tensorpose (while any camera's error is over "
+                   "--max-reprojection-px, drop the camera without which the others agree "
+                   "best) or pose2sim (Pose2Sim's: while the mean error is over it, the best "
+                   "subset with one camera fewer; gaps <= 20 frames filled linearly); default "
+                   "tensorpose")  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "

@@ -25,13 +25,16 @@ from .io.calibration import Calibration, load_calibration
 from .io.tracks import read_detections
 from .layouts import LAYOUTS
 from .ops.association import triangulate_people
+from .ops.dlt import reprojection_errors
 from .ops.triangulate import DROP_RULES
 
 __all__ = [
     "LIMBS",
     "Cameras",
     "Triangulation",
+    "camera_agreement",
     "camera_key",
+    "check_agreement",
     "check_options",
     "find_camera_folders",
     "match_cameras",
@@ -168,7 +171,7 @@ def check_options(min_confidence: float, max_reprojection_px: float, drop: str) 
     if not (max_reprojection_px > 0 and math.isfinite(max_reprojection_px)):
         raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
     if drop not in DROP_RULES:
-        raise ValueError(f"drop must be one of {DROP_RULES}, got {drop!r}")
+        raise ValueError(f"--drop-rule must be tensorpose or pose2sim, got {drop!r}")
 
 
 def pack_keypoints(cameras: Cameras, device: str | torch.device = "cpu") -> list[torch.Tensor]:
@@ -200,7 +203,9 @@ def triangulate_cameras(
         min_confidence: joints below it are not used.
         max_reprojection_px: camera dropping / validity threshold (pixels).
         association_px: two-view threshold for joining a person across views (pixels).
-        drop: ``"leave_one_out"`` or ``"largest_error"``.
+        drop: ``"leave_one_out"`` (``--drop-rule tensorpose``), ``"largest_error"`` or
+            ``"pose2sim"`` (Pose2Sim's mean-error rule), see
+            :func:`tensorpose.ops.triangulate.triangulate_points`.
     """
     check_options(min_confidence, max_reprojection_px, drop)
     names = LAYOUTS[cameras.layout]
@@ -254,3 +259,65 @@ def summarize(tri: Triangulation) -> dict:
         "per_joint": per_joint,
         "bones": _bones(tri),
     }
+
+
+DISAGREE_FACTOR = 3.0
+"""A camera disagrees with the others when the median reprojection error of its best-fitting
+detection per frame, against the 3D points triangulated by all, is above this many times
+``--max-reprojection-px`` (45 px by default)."""
+
+
+def camera_agreement(cameras: Cameras, tris: list[Triangulation],
+                     min_confidence: float = 0.3) -> list[dict]:  # fmt: skip
+    """How well each camera's detections agree with the triangulated people ``tris``.
+
+    Per camera and frame, each of its detections is compared with the valid 3D joints of each
+    person (reprojection error, pixels, joints above ``min_confidence``, median over joints);
+    the best-fitting detection counts. Per camera: ``median_px``, the median of that over the
+    frames and people with a value (``None``: never any), and ``used``, the share of the
+    valid joint-frames that took the camera.
+    """
+    cal = cameras.calibration
+    points = torch.from_numpy(np.stack([t.points for t in tris], 1))  # (T, N, J, 3)
+    valid = torch.from_numpy(np.stack([t.valid for t in tris], 1))
+    used = np.concatenate([t.used[t.valid] for t in tris])  # (valid joint-frames, C)
+    out = []
+    for c, k in enumerate(pack_keypoints(cameras)):  # a handful of cameras, every frame at once
+        px, conf = k[:, None, :, :, None, :2], k[:, None, :, :, 2]  # (T, 1, P, J, 1, 2)
+        err = reprojection_errors(points[:, :, None], px, cal.K[c : c + 1], cal.dist[c : c + 1],
+                                  cal.R[c : c + 1], cal.t[c : c + 1])[..., 0]  # fmt: skip
+        ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
+        per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (T, N, P)
+        best = per.nan_to_num(float("inf")).amin(-1)  # (T, N)
+        best = best[best.isfinite()]
+        out.append({"camera": cameras.names[c], "folder": cameras.folders[c].name,
+                    "median_px": float(best.quantile(0.5)) if best.numel() else None,
+                    "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
+    return out
+
+
+def check_agreement(cameras: Cameras, tris: list[Triangulation], min_confidence: float,
+                    max_reprojection_px: float, calib_path) -> list[dict]:  # fmt: skip
+    """:func:`camera_agreement`, checked. Raises ValueError when no joint was triangulated (no
+    person seen by two cameras, naming the tracks folder) or naming the cameras whose
+    detections disagree with the others (see :data:`DISAGREE_FACTOR`), with every camera's
+    median reprojection error: a calibration whose cameras do not match the folders (e.g. two
+    swapped)."""
+    agreement = camera_agreement(cameras, tris, min_confidence)
+    tracks_dir = cameras.folders[0].parent
+    if all(a["median_px"] is None for a in agreement):
+        raise ValueError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
+                         "triangulated); check that the folders hold the same scene at the "
+                         "same frames, or lower --min-confidence")  # fmt: skip
+    limit = DISAGREE_FACTOR * max_reprojection_px
+    bad = [a for a in agreement if a["median_px"] is not None and a["median_px"] > limit]
+    if bad:
+        each = ", ".join(f"{a['camera']} ({a['folder']}) "
+                         + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")
+                         for a in agreement)  # fmt: skip
+        who = ", ".join(a["camera"] for a in bad)
+        raise ValueError(f"{calib_path}: the detections of {who} never agree with the other "
+                         f"cameras (median reprojection error over {limit:g} px; per camera: "
+                         f"{each}); are the cameras of the calibration matched to the right "
+                         "folders?")  # fmt: skip
+    return agreement

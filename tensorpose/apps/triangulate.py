@@ -26,9 +26,18 @@ from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
 from ..layouts import marker_names
-from ..motion3d import Filter3D, axes_text, check_axes, filter_points, find_fps, to_axes
+from ..motion3d import (
+    POSE2SIM_MAX_GAP,
+    Filter3D,
+    axes_text,
+    check_axes,
+    filter_points,
+    find_fps,
+    to_axes,
+)
 from ..multiperson import MAX_PEOPLE, centres, triangulate_cameras_people
 from ..multiview import (
+    check_agreement,
     check_options,
     find_camera_folders,
     read_cameras,
@@ -69,6 +78,16 @@ def _fps(tracks_dir: Path, fps: float | None) -> tuple[float, str]:
     return find_fps(tracks_dir, folders, fps, BUNDLED_FPS if is_bundled else None)
 
 
+def _filter3d(axes: str, filter: str, cutoff: float, max_gap: int | None,
+              drop: str) -> Filter3D:  # fmt: skip
+    """The 3D filter (:class:`~..motion3d.Filter3D`) after checking ``axes``; with
+    ``drop="pose2sim"`` and no ``max_gap``, Pose2Sim's gap filling (linear, up to 20 frames)."""
+    check_axes(axes)
+    if max_gap is None and drop == "pose2sim":
+        max_gap = POSE2SIM_MAX_GAP
+    return Filter3D(filter, cutoff, max_gap=max_gap)
+
+
 def triangulate_folder(
     tracks_dir: str | os.PathLike,
     calib_path: str | os.PathLike,
@@ -102,15 +121,14 @@ def triangulate_folder(
             stem (default: ``tracks_dir``'s name). plot: write the PNG. overwrite: replace.
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
-            stay in the calibration's. filter, cutoff, max_gap: :class:`~..motion3d.Filter3D`.
+            stay in the calibration's. filter, cutoff, max_gap: :func:`_filter3d`.
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
     filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
-    check_axes(axes)
-    filt = Filter3D(filter, cutoff, max_gap=max_gap)
+    filt = _filter3d(axes, filter, cutoff, max_gap, drop)
     if check_people(people) is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
                               layout, plot, overwrite, device, (axes, filt),
@@ -127,6 +145,7 @@ def triangulate_folder(
     tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
                               max_reprojection_px=max_reprojection_px, drop=drop,
                               device=device)  # fmt: skip
+    agreement = check_agreement(cams, [tri], min_confidence, max_reprojection_px, calib_path)
     with outputs:
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
@@ -145,6 +164,7 @@ def triangulate_folder(
         "layout": cams.layout,
         "fps": fps,
         "fps_source": source,
+        "camera_agreement": agreement,
         **figures,
         **summarize(tri),
     }
@@ -196,6 +216,8 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     cams = read_cameras(tracks_dir, calib_path, layout)
     tris = triangulate_cameras_people(cams, None if people == "auto" else people,
                                       device=device, **options)  # fmt: skip
+    agreement = check_agreement(cams, tris, options["min_confidence"],
+                                options["max_reprojection_px"], calib_path)  # fmt: skip
     with outputs:
         figures = [_write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path,
                               fps, how, f", person {k + 1} of {len(tris)}")
@@ -217,6 +239,7 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         "layout": cams.layout,
         "fps": fps,
         "fps_source": source,
+        "camera_agreement": agreement,
         "people": per,
         **{k: per[0][k] for k in ("frames", "joints", "axes", "filter")},
     }
@@ -239,6 +262,15 @@ def _output_lines(r: dict) -> list[str]:
     return lines
 
 
+def _camera_lines(r: dict) -> list[str]:
+    """Per camera: its folder, the median reprojection error of its detections against the
+    3D joints and the share of the joints that used it."""
+    return [f"  camera {a['camera']}: {a['folder']}, median reprojection error "
+            + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")
+            + f", in {a['used']:.0%} of the valid joints"
+            for a in r["camera_agreement"]]  # fmt: skip
+
+
 def summary(r: dict) -> list[str]:
     """The lines ``tensorpose triangulate`` prints."""
     if "people" in r:
@@ -248,7 +280,7 @@ def summary(r: dict) -> list[str]:
     return [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}",
-        *[f"  camera {c}: {f}" for c, f in zip(r["cameras"], r["folders"], strict=True)],
+        *_camera_lines(r),
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
         *_output_lines(r),
@@ -260,7 +292,7 @@ def _people_summary(r: dict) -> list[str]:
     lines = [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}; {len(r['people'])} people",
-        *[f"  camera {c}: {f}" for c, f in zip(r["cameras"], r["folders"], strict=True)],
+        *_camera_lines(r),
     ]
     for k, p in enumerate(r["people"]):  # one line per person (a handful)
         med = p["median_reprojection_px"]
