@@ -3,7 +3,8 @@ thread each, on the bundled balancing trial and on ``synthetic_two_people``.
 
     python benchmarks/peers/pose2sim_triangulation.py [--pose2sim-python PY] [--rounds 3]
 
-Pose2Sim runs in a subprocess of its own Python (default ``/work/venvs/pose2sim/bin/python``)
+Pose2Sim runs in a subprocess of its own environment (``venv.py``: created by this script on
+first use, ``pose2sim==0.10.49``; or ``--pose2sim-python PY``)
 with ``OMP/MKL/OPENBLAS_NUM_THREADS=1``; tensorpose in a subprocess too, with one torch
 thread. Each trial gets a temporary Pose2Sim project (``Config.toml`` from Pose2Sim's own
 ``Demo_SinglePerson`` with ``pose_model = 'BODY_25B'``, ``frame_rate = 60``, ``multi_person``
@@ -23,8 +24,8 @@ Then the 3D difference per person between Pose2Sim's TRC and tensorpose's (both 
 Y-up axes; frames matched by time, markers by name, persons by the smallest median
 distance), for ``--drop-rule pose2sim`` and for the default rule; and both rules' reprojection
 error, cameras per joint, limb-length std and acceleration on the same detections (with a
-bootstrap over frames of the limb-length std difference). Writes
-``benchmarks/results/pose2sim_cpu.json``.
+bootstrap over frames of the limb-length std difference). Writes the ``pose2sim_triangulation``
+entry of ``benchmarks/results/peers_cpu.json``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from venv import peer_python  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 SHARED = ROOT.parent / "shared" / "data" / "tracks"
@@ -298,12 +301,18 @@ def rules(trial: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- main
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pose2sim-python", default="/work/venvs/pose2sim/bin/python")
+    ap.add_argument(
+        "--pose2sim-python",
+        default=None,
+        help="a Python with pose2sim (default: the peer environment, made once)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--trials", nargs="*", default=list(TRIALS))
     args = ap.parse_args()
-    py = args.pose2sim_python
+    py = args.pose2sim_python or str(
+        peer_python("pose2sim", [["pose2sim==0.10.49"]], "import Pose2Sim.triangulation")
+    )
     version = run([py, "-c", "import importlib.metadata as m; print(m.version('pose2sim'))"])
     payload = {
         "machine": {"platform": platform.platform(), "cpu": _cpu(), "cpus": os.cpu_count()},
@@ -326,8 +335,10 @@ def main() -> None:
             _print(name, payload["trials"][name])
     payload["load_after"] = load()
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "pose2sim_cpu.json"
-    path.write_text(json.dumps(_no_nan(payload), indent=1) + "\n")
+    path = RESULTS / "peers_cpu.json"
+    peers = json.loads(path.read_text()) if path.exists() else {}
+    peers["pose2sim_triangulation"] = _no_nan(payload)
+    path.write_text(json.dumps(peers, indent=1) + "\n")
     print(f"load average {payload['load_before']:.2f} -> {payload['load_after']:.2f}; "
           f"wrote {path}")  # fmt: skip
 
