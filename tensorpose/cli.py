@@ -184,7 +184,8 @@ def _triangulate(args: argparse.Namespace) -> int:
     r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
-                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap)  # fmt: skip
+                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
+                    chunk_frames=args.chunk_frames)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -490,6 +491,9 @@ def add_triangulate(sub) -> None:
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "
                    "N best seen); a TRC and an NPZ per person (default: one person)")  # fmt: skip
+    p.add_argument("--chunk-frames", type=int, default=1000,
+                   help="frames read and triangulated at a time: bounds the memory, same result "
+                   "(default 1000)")  # fmt: skip
     _add_threads(p)
     p.set_defaults(func=_triangulate)
 

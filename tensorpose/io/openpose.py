@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout
+from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_evidence, layout_from_evidence
 from .files import _size, read_bytes
 
 __all__ = [
@@ -49,12 +49,15 @@ __all__ = [
     "LinkedTracks",
     "OpenPoseError",
     "bundled_tracks",
+    "first_person",
     "found",
     "frame_files",
     "link_detections",
     "link_tracks",
+    "openpose_evidence",
     "openpose_folders",
     "read_openpose_detections",
+    "read_openpose_files",
     "read_openpose_frames",
     "write_openpose",
 ]
@@ -182,14 +185,60 @@ def found(keypoints: torch.Tensor | np.ndarray):
     return (c > 0) & lib.isfinite(x) & lib.isfinite(y) & ~((x == 0) & (y == 0))
 
 
+def first_person(files: Sequence[Path]) -> tuple[int, Path] | None:
+    """The keypoint count of the first person listed in ``files`` (time order) and its file;
+    ``None`` when no file lists anyone. Reads up to that file."""
+    for path in files:  # stops at the first file that lists a person
+        people = _parse_frame(path)
+        if people:
+            return people[0].shape[0], path
+    return None
+
+
+def read_openpose_files(
+    files: Sequence[Path], keypoints: int, where: str, progress: str | None = None
+) -> tuple[list[np.ndarray], int]:
+    """Per file ``(P_t, K, 3)`` people with a found keypoint (values as in the file), and the
+    count of people ignored for having none.
+
+    Args:
+        keypoints: ``K`` every person must have; where: what set it (named in the error).
+        progress: a progress bar's description (``None``: no bar).
+
+    Raises:
+        OpenPoseError: a malformed file, a person without ``K`` keypoints (the file named).
+    """
+    from tqdm import tqdm
+
+    frames, ignored, K = [], 0, keypoints
+    for path in tqdm(files, desc=progress, unit="file", disable=progress is None,
+                     leave=False):  # fmt: skip  # one parse per file
+        people = _parse_frame(path)
+        for p in people:
+            if p.shape[0] != K:
+                raise OpenPoseError(
+                    f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
+                )
+        kept = [p for p in people if found(p).any()]
+        ignored += len(people) - len(kept)
+        frames.append(np.stack(kept) if kept else np.zeros((0, K, 3)))
+    return frames, ignored
+
+
+def openpose_evidence(frames: Sequence[np.ndarray], keypoints: int) -> tuple[int, dict]:
+    """:func:`tensorpose.layouts.layout_evidence` of OpenPose detections ``(P_t, K, 3)`` (joints
+    not found count as confidence 0)."""
+    everyone = np.concatenate([np.zeros((0, keypoints, 3)), *frames])
+    everyone[..., 2] = np.where(found(everyone), everyone[..., 2], 0.0)
+    return layout_evidence(everyone)
+
+
 def read_openpose_detections(
     folder: str | os.PathLike, layout: str | None = None, progress: bool = False
 ) -> tuple[list[np.ndarray], list[Path], str, str, int]:
     """:func:`read_openpose_frames` plus why that layout (given, or the detection's evidence)
     and the count of people ignored for having no found keypoint; ``progress``: a bar while
     reading folders of 300 files or more."""
-    from tqdm import tqdm
-
     folder = Path(folder)
     if not folder.exists():
         raise FileNotFoundError(f"OpenPose folder not found: {folder}")
@@ -200,37 +249,21 @@ def read_openpose_detections(
         raise OpenPoseError(f"{folder}: no OpenPose .json files")
     if layout is not None:
         check_layout(layout)
-    K = len(LAYOUTS[layout]) if layout is not None else None
-    first_file = None
-    frames: list[np.ndarray | None] = []
-    ignored = 0
-    long = progress and len(files) >= 300
-    for path in tqdm(files, desc=f"reading {folder.name}", unit="file", disable=not long,
-                     leave=False):  # fmt: skip  # one parse per file
-        people = _parse_frame(path)
-        for p in people:
-            if K is None:
-                K, first_file = p.shape[0], path
-            if p.shape[0] != K:
-                where = f"{first_file}" if first_file is not None else f"layout {layout}"
-                raise OpenPoseError(
-                    f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
-                )
-        kept = [p for p in people if found(p).any()]
-        ignored += len(people) - len(kept)
-        frames.append(np.stack(kept) if kept else None)
-    if K is None:
-        raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
-    frames = [f if f is not None else np.zeros((0, K, 3)) for f in frames]
+        K, where = len(LAYOUTS[layout]), f"layout {layout}"
+    else:
+        first = first_person(files)
+        if first is None:
+            raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
+        K, where = first[0], f"{first[1]}"
+    bar = f"reading {folder.name}" if progress and len(files) >= 300 else None
+    frames, ignored = read_openpose_files(files, K, where, bar)
     if layout is not None:
         reason = f"{layout} as given"
     else:
-        everyone = np.concatenate(frames)
-        everyone[..., 2] = np.where(found(everyone), everyone[..., 2], 0.0)
         try:
-            layout, reason = detect_layout(everyone)
+            layout, reason = layout_from_evidence(openpose_evidence(frames, K))
         except ValueError as e:
-            raise OpenPoseError(f"{first_file}: {e}") from None
+            raise OpenPoseError(f"{where}: {e}") from None
     return frames, files, layout, reason, ignored
 
 
