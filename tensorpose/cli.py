@@ -427,7 +427,12 @@ def add_lift(sub) -> None:
     p.add_argument("--checkpoint", default=None,
                    help="lifting checkpoint.pt or VideoPose3D .bin (default: bundled)")  # fmt: skip
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
-    p.add_argument("--person", type=int, default=None, help="track (default: the longest)")
+    p.add_argument(
+        "--person",
+        type=int,
+        default=None,
+        help="track (default: the best covered: most frames with every joint the lifter needs)",
+    )
     p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
     p.add_argument("--camera", default=None, help="camera name in --calib")

@@ -141,8 +141,9 @@ class Cameras:
 class Recording:
     """A recording's cameras opened, not read (:func:`open_recording`): ``folders``, the
     matched calibrated camera ``names``, their ``calibration``, each camera's frame ``files``
-    (time order), the keypoint count ``keypoints`` and the ``given`` layout (``None``: detected
-    from every frame as they are read, :meth:`read`; then :attr:`layout`)."""
+    (time order), the keypoint count ``keypoints`` and the ``given`` layout (``None``: the one
+    the files record, else detected from every frame as they are read, :meth:`read`; then
+    :attr:`layout`)."""
 
     folders: list[Path]
     names: list[str]
@@ -162,10 +163,11 @@ class Recording:
         now); without a given layout, their layout evidence is kept for :attr:`layout`."""
         frames, evidence = [], [stop]
         for c, files in enumerate(self.files):  # a handful of cameras
-            f, _ = read_openpose_files(files[start:stop], self.keypoints, self.sources[c])
+            f, _, _, recorded = read_openpose_files(files[start:stop], self.keypoints,
+                                                    self.sources[c])  # fmt: skip
             frames.append(f)
             if self.given is None:
-                evidence.append(openpose_evidence(f, self.keypoints))
+                evidence.append((openpose_evidence(f, self.keypoints), recorded))
         if self.given is None:
             self.evidence[start] = evidence
         return frames
@@ -185,7 +187,11 @@ class Recording:
             raise RuntimeError("read every frame of the recording once before its layout")
         layouts = []
         for c in range(len(self.folders)):  # a handful of cameras
-            joined = join_evidence([self.evidence[s][1 + c] for s in starts])
+            recorded = {self.evidence[s][1 + c][1] for s in starts}
+            if len(recorded) == 1 and None not in recorded:  # the files say it
+                layouts.append(recorded.pop())
+                continue
+            joined = join_evidence([self.evidence[s][1 + c][0] for s in starts])
             layouts.append(layout_from_evidence(joined)[0])
         if len(set(layouts)) != 1:
             found = dict(zip([f.name for f in self.folders], layouts, strict=True))

@@ -46,12 +46,15 @@ __all__ = [
     "MAX_GAP",
     "MAX_TRACKS_BYTES",
     "MIN_TRACK_KEYPOINTS",
+    "Frame",
+    "FrameFiles",
     "LinkedTracks",
     "OpenPoseError",
     "bundled_tracks",
     "first_person",
     "found",
     "frame_files",
+    "identified_tracks",
     "link_detections",
     "link_tracks",
     "openpose_evidence",
@@ -156,7 +159,27 @@ def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
     return arr
 
 
-def _parse_frame(path: Path) -> list[np.ndarray]:
+class Frame(NamedTuple):
+    """One OpenPose frame file: its people ``(K, 3)`` each, their ``person_id`` (-1 where the
+    file gives none, or OpenPose's ``[-1]``) and the layout the file records
+    (``keypoint_layout``, written by tensorpose; ``None``: none)."""
+
+    people: list[np.ndarray]
+    ids: list[int]
+    layout: str | None
+
+
+def _person_id(person: dict) -> int:
+    """A person's ``person_id`` (a list of one integer >= 0, as tensorpose writes it); -1 for
+    anything else (OpenPose writes ``[-1]``: people are not identified)."""
+    pid = person.get("person_id")
+    if isinstance(pid, list) and len(pid) == 1:
+        pid = pid[0]
+    ok = isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < 2**31
+    return pid if ok else -1
+
+
+def _parse_frame(path: Path) -> Frame:
     text = read_bytes(path, MAX_FRAME_BYTES, "OpenPose frame file")
     try:
         data = json.loads(text.decode("utf-8"))
@@ -168,13 +191,15 @@ def _parse_frame(path: Path) -> list[np.ndarray]:
         raise OpenPoseError(f"{path}: malformed JSON: nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("people"), list):
         raise OpenPoseError(f"{path}: expected an object with a 'people' list")
-    people = []
+    people, ids = [], []
     for i, person in enumerate(data["people"]):
         kp = person.get("pose_keypoints_2d") if isinstance(person, dict) else None
         arr = _person(path, i, kp)
         if arr is not None:
             people.append(arr)
-    return people
+            ids.append(_person_id(person))
+    layout = data.get("keypoint_layout")
+    return Frame(people, ids, layout if layout in LAYOUTS else None)
 
 
 def found(keypoints: torch.Tensor | np.ndarray):
@@ -189,17 +214,37 @@ def first_person(files: Sequence[Path]) -> tuple[int, Path] | None:
     """The keypoint count of the first person listed in ``files`` (time order) and its file;
     ``None`` when no file lists anyone. Reads up to that file."""
     for path in files:  # stops at the first file that lists a person
-        people = _parse_frame(path)
+        people = _parse_frame(path).people
         if people:
             return people[0].shape[0], path
     return None
 
 
+class FrameFiles(NamedTuple):
+    """What :func:`read_openpose_files` returns.
+
+    Attributes:
+        frames: per file ``(P_t, K, 3)`` the people with a found keypoint (values as in the
+            file).
+        ignored: people without any found keypoint (left out).
+        ids: per file the ``person_id`` of those people, when every file records its layout
+            (written by :func:`write_openpose`, whose ``person_id`` is -1 unless the people
+            are tracks) and every person has one (>= 0, unique within a file: e.g. the tracks
+            ``smooth`` writes); else ``None``. OpenPose's own ``[-1]``, or ids from files
+            without a recorded layout, are not taken as identities.
+        layout: the layout every file records (``keypoint_layout``), else ``None``.
+    """
+
+    frames: list[np.ndarray]
+    ignored: int
+    ids: list[np.ndarray] | None
+    layout: str | None
+
+
 def read_openpose_files(
     files: Sequence[Path], keypoints: int, where: str, progress: str | None = None
-) -> tuple[list[np.ndarray], int]:
-    """Per file ``(P_t, K, 3)`` people with a found keypoint (values as in the file), and the
-    count of people ignored for having none.
+) -> FrameFiles:
+    """Parse OpenPose frame files whose people have ``keypoints`` keypoints each.
 
     Args:
         keypoints: ``K`` every person must have; where: what set it (named in the error).
@@ -210,19 +255,30 @@ def read_openpose_files(
     """
     from tqdm import tqdm
 
-    frames, ignored, K = [], 0, keypoints
+    frames, ids, layouts, ignored, K = [], [], set(), 0, keypoints
+    identified = True
     for path in tqdm(files, desc=progress, unit="file", disable=progress is None,
                      leave=False):  # fmt: skip  # one parse per file
-        people = _parse_frame(path)
-        for p in people:
+        frame = _parse_frame(path)
+        for p in frame.people:
             if p.shape[0] != K:
                 raise OpenPoseError(
                     f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
                 )
-        kept = [p for p in people if found(p).any()]
-        ignored += len(people) - len(kept)
+        keep = [found(p).any() for p in frame.people]
+        kept = [p for p, k in zip(frame.people, keep, strict=True) if k]
+        ignored += len(frame.people) - len(kept)
         frames.append(np.stack(kept) if kept else np.zeros((0, K, 3)))
-    return frames, ignored
+        layouts.add(frame.layout)
+        if identified:
+            pid = np.array([i for i, k in zip(frame.ids, keep, strict=True) if k], np.int64)
+            identified = (frame.layout is not None and bool((pid >= 0).all())
+                          and len(np.unique(pid)) == len(pid))  # fmt: skip
+            ids.append(pid)
+    layout = layouts.pop() if len(layouts) == 1 else None
+    if layout is not None and len(LAYOUTS[layout]) != K:
+        layout = None
+    return FrameFiles(frames, ignored, ids if identified else None, layout)
 
 
 def openpose_evidence(frames: Sequence[np.ndarray], keypoints: int) -> tuple[int, dict]:
@@ -235,10 +291,11 @@ def openpose_evidence(frames: Sequence[np.ndarray], keypoints: int) -> tuple[int
 
 def read_openpose_detections(
     folder: str | os.PathLike, layout: str | None = None, progress: bool = False
-) -> tuple[list[np.ndarray], list[Path], str, str, int]:
-    """:func:`read_openpose_frames` plus why that layout (given, or the detection's evidence)
-    and the count of people ignored for having no found keypoint; ``progress``: a bar while
-    reading folders of 300 files or more."""
+) -> tuple[list[np.ndarray], list[Path], str, str, int, list[np.ndarray] | None]:
+    """:func:`read_openpose_frames` plus why that layout (given, recorded in the files, or the
+    detection's evidence), the count of people ignored for having no found keypoint and the
+    people's identities when the files give them (:class:`FrameFiles`); ``progress``: a bar
+    while reading folders of 300 files or more."""
     folder = Path(folder)
     if not folder.exists():
         raise FileNotFoundError(f"OpenPose folder not found: {folder}")
@@ -256,15 +313,17 @@ def read_openpose_detections(
             raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
         K, where = first[0], f"{first[1]}"
     bar = f"reading {folder.name}" if progress and len(files) >= 300 else None
-    frames, ignored = read_openpose_files(files, K, where, bar)
+    frames, ignored, ids, recorded = read_openpose_files(files, K, where, bar)
     if layout is not None:
         reason = f"{layout} as given"
+    elif recorded is not None:
+        layout, reason = recorded, f"{recorded} as recorded in the files (keypoint_layout)"
     else:
         try:
             layout, reason = layout_from_evidence(openpose_evidence(frames, K))
         except ValueError as e:
             raise OpenPoseError(f"{where}: {e}") from None
-    return frames, files, layout, reason, ignored
+    return frames, files, layout, reason, ignored, ids
 
 
 def read_openpose_frames(
@@ -285,7 +344,7 @@ def read_openpose_frames(
             that differ between people/frames or do not fit ``layout`` (the message names the
             file).
     """
-    frames, files, layout, _, _ = read_openpose_detections(folder, layout)
+    frames, files, layout, *_ = read_openpose_detections(folder, layout)
     return frames, files, layout
 
 
@@ -526,6 +585,21 @@ def link_detections(
     return LinkedTracks(out, dropped, retired)
 
 
+def identified_tracks(frames: Sequence[np.ndarray], ids: Sequence[np.ndarray]) -> torch.Tensor:
+    """``(T, P, K, 3)`` tracks of detections whose identities the files give (``ids``: per
+    frame the track of each person, e.g. the ``person_id`` that ``smooth`` writes): track ``p``
+    is the ``p``-th smallest identity; NaN where a track is absent.
+
+    Raises:
+        ValueError: the result over :data:`MAX_TRACKS_BYTES` (the limit named).
+    """
+    flat, counts = _check_frames(frames)
+    every = np.concatenate([np.zeros(0, np.int64), *ids])
+    _, track = np.unique(every, return_inverse=True)
+    n = int(track.max(initial=-1)) + 1
+    return _scatter(flat, counts, torch.from_numpy(track.reshape(-1)), n)
+
+
 def link_tracks(
     frames: Sequence[torch.Tensor | np.ndarray],
     max_distance: float | None = None,
@@ -554,10 +628,16 @@ def link_tracks(
 
 
 def write_openpose(
-    keypoints: torch.Tensor, folder: str | os.PathLike, names: Sequence[str]
+    keypoints: torch.Tensor,
+    folder: str | os.PathLike,
+    names: Sequence[str],
+    layout: str | None = None,
+    identities: bool = False,
 ) -> list[Path]:
-    """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order,
-    ``person_id = [track]``).
+    """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order;
+    ``person_id = [track]`` with ``identities`` (the tracks are people followed over time, and
+    :func:`read_openpose_files` reads them back as such), else OpenPose's ``[-1]``; the
+    ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one).
 
     A track is written in a frame when any of its confidences there is finite and > 0. NaN
     coordinates are written as 0 and NaN confidences as 0 (OpenPose's "not detected"), so a
@@ -573,6 +653,8 @@ def write_openpose(
     T = keypoints.shape[0]
     if len(names) != T:
         raise ValueError(f"names must hold T={T} file names, got {len(names)}")
+    if layout is not None:
+        check_layout(layout, keypoints.shape[2])
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     kp = keypoints.detach().to("cpu", torch.float64)
@@ -583,7 +665,7 @@ def write_openpose(
     for t in range(T):  # one file per frame
         people = [
             {
-                "person_id": [int(p)],
+                "person_id": [int(p) if identities else -1],
                 "pose_keypoints_2d": [round(float(v), 6) for v in flat[t, p]],
                 "face_keypoints_2d": [],
                 "hand_left_keypoints_2d": [],
@@ -597,6 +679,7 @@ def write_openpose(
         ]
         path = folder / names[t]
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"version": 1.3, "people": people}, f)
+            head = {"version": 1.3} | ({"keypoint_layout": layout} if layout else {})
+            json.dump(head | {"people": people}, f)
         paths.append(path)
     return paths
