@@ -141,14 +141,14 @@ class Cameras:
 class Recording:
     """A recording's cameras opened, not read (:func:`open_recording`): ``folders``, the
     matched calibrated camera ``names``, their ``calibration``, each camera's frame ``files``
-    (time order), the keypoint count ``keypoints`` and the ``given`` layout (``None``: the one
-    the files record, else detected from every frame as they are read, :meth:`read`; then
-    :attr:`layout`)."""
+    (paths as text, time order), the keypoint count ``keypoints`` and the ``given`` layout
+    (``None``: the one the files record, else detected from every frame as they are read,
+    :meth:`read`; then :attr:`layout`)."""
 
     folders: list[Path]
     names: list[str]
     calibration: Calibration
-    files: list[list[Path]]
+    files: list[list[str]]
     keypoints: int
     given: str | None = None
     sources: list[str] = field(default_factory=list)
@@ -221,7 +221,7 @@ def open_recording(
     calib = load_calibration(calib_path)
     cams = match_cameras(folders, calib.names, Path(calib_path))
     calib = calib.select(cams)
-    files = [frame_files(f) for f in folders]
+    files = [[str(p) for p in frame_files(f)] for f in folders]  # text: 5x less memory
     counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
     if len(set(counts.values())) != 1:
         raise ValueError(f"the camera folders have different frame counts {counts}; "

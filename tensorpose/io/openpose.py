@@ -179,7 +179,7 @@ def _person_id(person: dict) -> int:
     return pid if ok else -1
 
 
-def _parse_frame(path: Path) -> Frame:
+def _parse_frame(path: str | Path) -> Frame:
     text = read_bytes(path, MAX_FRAME_BYTES, "OpenPose frame file")
     try:
         data = json.loads(text.decode("utf-8"))
@@ -210,13 +210,13 @@ def found(keypoints: torch.Tensor | np.ndarray):
     return (c > 0) & lib.isfinite(x) & lib.isfinite(y) & ~((x == 0) & (y == 0))
 
 
-def first_person(files: Sequence[Path]) -> tuple[int, Path] | None:
+def first_person(files: Sequence[str | Path]) -> tuple[int, Path] | None:
     """The keypoint count of the first person listed in ``files`` (time order) and its file;
     ``None`` when no file lists anyone. Reads up to that file."""
     for path in files:  # stops at the first file that lists a person
         people = _parse_frame(path).people
         if people:
-            return people[0].shape[0], path
+            return people[0].shape[0], Path(path)
     return None
 
 
@@ -242,7 +242,7 @@ class FrameFiles(NamedTuple):
 
 
 def read_openpose_files(
-    files: Sequence[Path], keypoints: int, where: str, progress: str | None = None
+    files: Sequence[str | Path], keypoints: int, where: str, progress: str | None = None
 ) -> FrameFiles:
     """Parse OpenPose frame files whose people have ``keypoints`` keypoints each.
 
