@@ -186,8 +186,8 @@ def _triangulate(args: argparse.Namespace) -> int:
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
                     filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
-                    drop={"tensorpose": "leave_one_out"}.get(args.drop_rule,
-                                                             args.drop_rule))  # fmt: skip
+                    drop={"tensorpose": "leave_one_out"}.get(args.drop_rule, args.drop_rule),
+                    chunk_frames=args.chunk_frames)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -430,7 +430,12 @@ def add_lift(sub) -> None:
     p.add_argument("--checkpoint", default=None,
                    help="lifting checkpoint.pt or VideoPose3D .bin (default: bundled)")  # fmt: skip
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
-    p.add_argument("--person", type=int, default=None, help="track (default: the longest)")
+    p.add_argument(
+        "--person",
+        type=int,
+        default=None,
+        help="track (default: the best covered: most frames with every joint the lifter needs)",
+    )
     p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
     p.add_argument("--camera", default=None, help="camera name in --calib")
@@ -505,6 +510,9 @@ def add_triangulate(sub) -> None:
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "
                    "N best seen); a TRC and an NPZ per person (default: one person)")  # fmt: skip
+    p.add_argument("--chunk-frames", type=int, default=1000,
+                   help="frames read and triangulated at a time: bounds the memory, same result "
+                   "(default 1000)")  # fmt: skip
     _add_threads(p)
     p.set_defaults(func=_triangulate)
 

@@ -152,7 +152,7 @@ def lift(
     _check_options(size, calib, camera, fps)
     outputs = OutputFolder(out_dir, output_names(name), inputs=[src, checkpoint, calib, video],
                            overwrite=overwrite)  # fmt: skip
-    kp = read_person(src, layout, person, progress)
+    kp = read_person(src, layout, person, progress, min_confidence)
     K = dist = None
     if calib is not None:
         K, dist, size = _calibration_camera(calib, camera)

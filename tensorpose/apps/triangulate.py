@@ -1,8 +1,8 @@
 """``tensorpose triangulate``: one keypoint folder per calibrated camera -> 3D joints.
 
-Check the inputs (:func:`tensorpose.multiview.read_cameras`), triangulate
-(:func:`tensorpose.multiview.triangulate_cameras`), then commit ``<name>_3d.trc`` (valid joints,
-metres, the calibration's world frame; the axes on the file's first line), ``<name>_3d.npz``
+Check the inputs (:func:`tensorpose.multiview.open_recording`), triangulate a chunk of frames
+at a time (:func:`tensorpose.multiview.triangulate_cameras`), then commit ``<name>_3d.trc``
+(valid joints, metres, the TRC axes on the file's first line), ``<name>_3d.npz``
 (``points``, ``errors``, ``mean_error``, ``used``, ``valid``, ``person``, ``names``,
 ``cameras``, ``folders``, ``fps``, ``units``) and ``<name>_3d_errors.png`` all at once.
 
@@ -37,10 +37,12 @@ from ..motion3d import (
 )
 from ..multiperson import MAX_PEOPLE, centres, triangulate_cameras_people
 from ..multiview import (
+    CHUNK_FRAMES,
     check_agreement,
+    check_chunk,
     check_options,
     find_camera_folders,
-    read_cameras,
+    open_recording,
     summarize,
     triangulate_cameras,
 )
@@ -108,6 +110,7 @@ def triangulate_folder(
     filter: str = "none",
     cutoff: float = 6.0,
     max_gap: int | None = None,
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> dict:
     """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
@@ -122,30 +125,32 @@ def triangulate_folder(
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
             stay in the calibration's. filter, cutoff, max_gap: :func:`_filter3d`.
+        chunk_frames: frames read and triangulated at a time (bounded memory, same result).
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
     filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
+    check_chunk(chunk_frames)
     filt = _filter3d(axes, filter, cutoff, max_gap, drop)
     if check_people(people) is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
                               layout, plot, overwrite, device, (axes, filt),
-                              min_confidence=min_confidence,
+                              chunk_frames=chunk_frames, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
                               association_px=association_px, drop=drop)  # fmt: skip
     names = output_names(name)
-    outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
-                           overwrite=overwrite)  # fmt: skip
+    outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
     check_options(min_confidence, max_reprojection_px, drop)
     fps, source = _fps(tracks_dir, fps)
     filt.check_fps(fps)
-    cams = read_cameras(tracks_dir, calib_path, layout)
+    cams = open_recording(tracks_dir, calib_path, layout)
     tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
-                              max_reprojection_px=max_reprojection_px, drop=drop,
-                              device=device)  # fmt: skip
-    agreement = check_agreement(cams, [tri], min_confidence, max_reprojection_px, calib_path)
+                              max_reprojection_px=max_reprojection_px, drop=drop, device=device,
+                              chunk_frames=chunk_frames)  # fmt: skip
+    agreement = check_agreement(cams, [tri], min_confidence, max_reprojection_px, calib_path,
+                                chunk_frames)  # fmt: skip
     with outputs:
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
@@ -213,11 +218,12 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     check_options(options["min_confidence"], options["max_reprojection_px"], options["drop"])
     fps, source = _fps(tracks_dir, fps)
     how[1].check_fps(fps)
-    cams = read_cameras(tracks_dir, calib_path, layout)
+    cams = open_recording(tracks_dir, calib_path, layout)
     tris = triangulate_cameras_people(cams, None if people == "auto" else people,
                                       device=device, **options)  # fmt: skip
     agreement = check_agreement(cams, tris, options["min_confidence"],
-                                options["max_reprojection_px"], calib_path)  # fmt: skip
+                                options["max_reprojection_px"], calib_path,
+                                options["chunk_frames"])  # fmt: skip
     with outputs:
         figures = [_write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path,
                               fps, how, f", person {k + 1} of {len(tris)}")
