@@ -156,6 +156,9 @@ class Recording:
     given: str | None = None
     sources: list[str] = field(default_factory=list)
     evidence: dict[int, list] = field(default_factory=dict, repr=False)
+    last: tuple = field(default=(), repr=False)
+    """The last chunk read, ``(start, stop, frames)``: read again (the agreement check after
+    the triangulation), it is not parsed twice; one chunk, so memory stays bounded."""
 
     @property
     def frames(self) -> int:
@@ -164,6 +167,8 @@ class Recording:
     def read(self, start: int, stop: int) -> list[list[np.ndarray]]:
         """Per camera the detections ``(P, K, 3)`` of frames ``start:stop`` (the files parsed
         now); without a given layout, their layout evidence is kept for :attr:`layout`."""
+        if self.last[:2] == (start, stop):
+            return self.last[2]
         frames, evidence = [], [stop]
         for c, files in enumerate(self.files):  # a handful of cameras
             f, _, _, recorded = read_openpose_files(files[start:stop], self.keypoints,
@@ -173,6 +178,7 @@ class Recording:
                 evidence.append((openpose_evidence(f, self.keypoints), recorded))
         if self.given is None:
             self.evidence[start] = evidence
+        self.last = (start, stop, frames)
         return frames
 
     @property

@@ -129,6 +129,9 @@ def openpose_folders(path: str | os.PathLike) -> list[Path]:
     return subs
 
 
+_NUMBERS = frozenset({int, float})
+
+
 def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
     """``(K, 3)`` from one person's ``pose_keypoints_2d``; ``None`` for an empty list."""
     if not isinstance(kp, list):
@@ -140,8 +143,8 @@ def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
             f"{path}: people[{i}].pose_keypoints_2d has {len(kp)} numbers, "
             "not a multiple of 3 (x, y, confidence)"
         )
-    bad = next((v for v in kp if type(v) not in (int, float)), None)
-    if bad is not None:
+    if not set(map(type, kp)) <= _NUMBERS:  # the scan in C; the error finds the culprit
+        bad = next(v for v in kp if type(v) not in _NUMBERS)
         raise OpenPoseError(
             f"{path}: people[{i}].pose_keypoints_2d has {repr(bad)[:40]}, not a number"
         )
@@ -265,7 +268,7 @@ def read_openpose_files(
                 raise OpenPoseError(
                     f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
                 )
-        keep = [found(p).any() for p in frame.people]
+        keep = found(np.stack(frame.people)).any(-1).tolist() if frame.people else []
         kept = [p for p, k in zip(frame.people, keep, strict=True) if k]
         ignored += len(frame.people) - len(kept)
         frames.append(np.stack(kept) if kept else np.zeros((0, K, 3)))
