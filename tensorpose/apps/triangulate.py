@@ -161,18 +161,11 @@ def triangulate_folder(
                                         tri.names, max_reprojection_px, title)  # fmt: skip
         written = outputs.commit()
     return {
-        "tracks_dir": str(tracks_dir),
-        "outputs": {p.suffix[1:]: str(p) for p in written},
-        "cameras": cams.names,
-        "folders": [f.name for f in cams.folders],
-        "calibration": str(calib_path),
-        "layout": cams.layout,
-        "fps": fps,
-        "fps_source": source,
-        "camera_agreement": agreement,
-        **figures,
-        **summarize(tri),
-    }
+        "tracks_dir": str(tracks_dir), "outputs": {p.suffix[1:]: str(p) for p in written},
+        "cameras": cams.names, "folders": [f.name for f in cams.folders],
+        "calibration": str(calib_path), "layout": cams.layout, "fps": fps,
+        "fps_source": source, "camera_agreement": agreement, **figures, **summarize(tri),
+    }  # fmt: skip
 
 
 def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path: Path,
