@@ -127,8 +127,9 @@ def _lift(args: argparse.Namespace) -> int:
     r = lift(args.input, args.checkpoint, args.out, layout=args.layout, person=args.person,
              fps=args.fps, calib=args.calib, camera=args.camera, size=args.size,
              video=args.video, flip=args.flip, min_confidence=args.min_confidence,
-             reproject=args.reproject, overwrite=args.overwrite, device=args.device,
-             vp3d_joints=args.vp3d_joints, progress=not args.quiet)  # fmt: skip
+             reproject=args.reproject, root_relative=args.root_relative,
+             overwrite=args.overwrite, device=args.device, vp3d_joints=args.vp3d_joints,
+             progress=not args.quiet)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -189,7 +190,9 @@ def _triangulate(args: argparse.Namespace) -> int:
     r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
-                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap)  # fmt: skip
+                    filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
+                    drop={"tensorpose": "leave_one_out"}.get(args.drop_rule, args.drop_rule),
+                    chunk_frames=args.chunk_frames)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -425,8 +428,9 @@ def add_lift(sub) -> None:
     p = sub.add_parser(
         "lift",
         help="2D keypoints of a recording (OpenPose folder, COCO results, npz) -> 3D files",
-        description="Lift one person's 2D keypoints to root-relative 3D joints (camera frame, "
-        "metres) and write <name>_3d.npz, <name>.trc (OpenSim, Y up), <name>.csv, a PNG of "
+        description="Lift one person's 2D keypoints to 3D joints placed in the camera frame "
+        "(metres; --root-relative: the pelvis at the origin) and write <name>_3d.npz, "
+        "<name>.trc (OpenSim, Y up), <name>.csv, a PNG of "
         "skeletons and, with --video, an MP4. Joints below --min-confidence or missing are "
         "bridged by linear interpolation in time. Nothing is written unless all inputs are "
         "valid; existing outputs are refused without --overwrite.",
@@ -435,7 +439,12 @@ def add_lift(sub) -> None:
     p.add_argument("--checkpoint", default=None,
                    help="lifting checkpoint.pt or VideoPose3D .bin (default: bundled)")  # fmt: skip
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
-    p.add_argument("--person", type=int, default=None, help="track (default: the longest)")
+    p.add_argument(
+        "--person",
+        type=int,
+        default=None,
+        help="track (default: the best covered: most frames with every joint the lifter needs)",
+    )
     p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
     p.add_argument("--camera", default=None, help="camera name in --calib")
@@ -445,6 +454,11 @@ def add_lift(sub) -> None:
     p.add_argument("--reproject", action="store_true",
                    help="slide each detected joint onto its camera ray (3D re-projects onto the "
                    "2D; bone lengths then vary)")  # fmt: skip
+    p.add_argument(
+        "--root-relative",
+        action="store_true",
+        help="write root-relative joints (no trajectory; the pelvis at the origin)",
+    )
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--out", default=None, help="output folder (default ./lift_<name>)")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
@@ -494,11 +508,20 @@ def add_triangulate(sub) -> None:
                    help="Butterworth cut-off in Hz (zero-phase, order 4; default 6)")  # fmt: skip
     p.add_argument("--max-gap", type=int, default=None,
                    help="fill gaps of up to this many frames linearly (default: 10 with a "
-                   "filter, 0 without)")  # fmt: skip
+                   "filter, 20 with --drop-rule pose2sim, 0 otherwise)")  # fmt: skip
+    p.add_argument("--drop-rule", default="tensorpose", choices=("tensorpose", "pose2sim"),
+                   help="camera dropping: tensorpose (while any camera's error is over "
+                   "--max-reprojection-px, drop the camera without which the others agree "
+                   "best) or pose2sim (Pose2Sim's: while the mean error is over it, the best "
+                   "subset with one camera fewer; gaps <= 20 frames filled linearly); default "
+                   "tensorpose")  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "
                    "N best seen); a TRC and an NPZ per person (default: one person)")  # fmt: skip
+    p.add_argument("--chunk-frames", type=int, default=1000,
+                   help="frames read and triangulated at a time: bounds the memory, same result "
+                   "(default 1000)")  # fmt: skip
     _add_threads(p)
     p.set_defaults(func=_triangulate)
 

@@ -4,7 +4,7 @@ time goes before the model sees it, and what to change.
 Stages, each timed by running it directly on a sample of records, in this process:
 
 - ``read``: the image file's bytes (``np.fromfile``; warm page cache after the first epoch);
-- ``decode``: ``cv2.imdecode`` + BGR -> RGB;
+- ``decode``: ``cv2.imdecode`` to RGB (at the training reduction, ``data.reduced_decoding``);
 - ``augment``: the crop + augmentation of the configured backend: ``cpu`` = per-sample OpenCV
   in the workers (:class:`~tensorpose.augment.CpuAugment`), ``device`` = one batched warp on the
   device after the copy (:class:`~tensorpose.augment.DeviceAugment`);
@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import cv2
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
@@ -44,6 +43,7 @@ from torch.utils.data import DataLoader
 from .augment import AugmentConfig, CpuAugment, DeviceAugment, sample_params
 from .data.images import TopDownDataset, collate_topdown
 from .io.coco import PersonRecord
+from .io.video import decode_rgb, is_jpeg
 from .skeleton import Skeleton
 from .tasks import require_capability
 
@@ -302,16 +302,17 @@ def _check_pipeline_args(
                          f"{batch_size}, {batches}, {sample}")  # fmt: skip
 
 
-def _time_read_decode(recs: Sequence[PersonRecord], per: float, stages: dict[str, float]) -> None:
+def _time_read_decode(
+    recs: Sequence[PersonRecord], per: float, stages: dict[str, float], reductions: np.ndarray
+) -> None:
     """``read`` and ``decode`` seconds per batch, from one pass over ``recs`` (the loop over
-    samples is the measurement, not a hot path)."""
+    samples is the measurement, not a hot path); each decoded at its ``reductions`` entry."""
     t0 = time.perf_counter()
     blobs = [np.fromfile(r.file, dtype=np.uint8) for r in recs]
     stages["read"] = (time.perf_counter() - t0) * per
     t0 = time.perf_counter()
-    for b in blobs:
-        img = cv2.imdecode(b, cv2.IMREAD_COLOR)
-        cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    for b, red in zip(blobs, reductions.tolist(), strict=True):
+        decode_rgb(b, red if is_jpeg(b) else 1)
     stages["decode"] = (time.perf_counter() - t0) * per
 
 
@@ -375,12 +376,14 @@ def _loader_row(
     cache_images: bool,
     seed: int,
     worker_sum: float,
+    reduce_to: tuple[int, int] | None = None,
 ) -> dict:
     """A real DataLoader with ``w`` workers, end to end (its first batch, or with the cache its
     first epoch, untimed): ``{"workers", "s_per_batch", "samples_per_s", "transfer_s"}``, the
     transfer being what a batch costs beyond the workers' share of ``worker_sum``."""
     H, W = augment.output_size
-    loader_ds = TopDownDataset(recs, W / H, padding, cache_images=cache_images)
+    loader_ds = TopDownDataset(recs, W / H, padding, cache_images=cache_images,
+                               reduce_to=reduce_to, min_window=1.0 - augment.scale)  # fmt: skip
     collate = CpuAugment(augment, skeleton, seed) if backend == "cpu" else collate_topdown
     loader = DataLoader(loader_ds, batch_size, shuffle=True, num_workers=w,
                         collate_fn=collate, pin_memory=pinned, drop_last=False,
@@ -420,6 +423,7 @@ def _loader_rows(
     cache_images: bool,
     seed: int,
     stages: dict[str, float],
+    reduce_to: tuple[int, int] | None,
 ) -> list[dict]:
     """:func:`_loader_row` of each worker count, against the worker stages of ``stages``."""
     worker_sum = sum(stages[k] for k in WORKER_STAGES)
@@ -427,7 +431,7 @@ def _loader_rows(
         _loader_row(
             recs, augment, skeleton, w, batch_size=batch_size, batches=batches, backend=backend,
             pinned=pinned, padding=padding, cache_images=cache_images, seed=seed,
-            worker_sum=worker_sum,
+            worker_sum=worker_sum, reduce_to=reduce_to,
         )
         for w in workers
     ]  # fmt: skip
@@ -466,6 +470,7 @@ def profile_pipeline(
     padding: float = 1.25,
     cache_images: bool = False,
     seed: int = 0,
+    reduced_decoding: bool = False,
 ) -> DataProfile:
     """Measure the top-down input pipeline of ``records`` and diagnose it.
 
@@ -489,6 +494,9 @@ def profile_pipeline(
             count 0 (the steady state; their first-epoch cost is in the notes) and the
             DataLoaders run one untimed epoch with persistent workers first.
         seed: augmentation seed.
+        reduced_decoding: ``cpu`` backend: decode JPEGs at the reduction the augmented crops
+            allow (:class:`~tensorpose.data.images.TopDownDataset`'s ``reduce_to``), as
+            training does with ``data.reduced_decoding``.
 
     Returns:
         :class:`DataProfile` (``.table()`` prints it).
@@ -501,8 +509,10 @@ def profile_pipeline(
     stages = dict.fromkeys(STAGES, 0.0)
     notes: list[str] = []
 
-    _time_read_decode(recs, per, stages)
-    ds = TopDownDataset(recs, W / H, padding, cache_images=True)
+    reduce_to = (H, W) if reduced_decoding and backend == "cpu" else None
+    ds = TopDownDataset(recs, W / H, padding, cache_images=True, reduce_to=reduce_to,
+                        min_window=1.0 - augment.scale)  # fmt: skip
+    _time_read_decode(recs, per, stages, ds.reduction)
     items = [ds[i] for i in range(batch_size)]
     pinned = pin_memory and device.type == "cuda"
     _time_batch_stages(items, augment, skeleton, backend, targets, device, pinned, seed, stages,
@@ -515,7 +525,7 @@ def profile_pipeline(
         stages["read"] = stages["decode"] = 0.0
 
     rows = _loader_rows(recs, augment, skeleton, workers, batch_size, batches, backend, pinned,
-                        padding, cache_images, seed, stages)  # fmt: skip
+                        padding, cache_images, seed, stages, reduce_to)  # fmt: skip
     configured_workers = _judged_workers(rows, configured_workers, stages, notes)
     measured = {r["workers"]: r["s_per_batch"] for r in rows}
     verdict = diagnose(stages, configured_workers, model_step, None, device.type, pinned, measured)
@@ -589,4 +599,5 @@ def profile_config(
         workers=workers, configured_workers=d.workers, batches=batches, sample=sample,
         backend=backend, targets=targets, device=device, pin_memory=d.pin_memory,
         model_step=model_step, padding=d.padding, cache_images=d.cache_images, seed=t.seed,
+        reduced_decoding=d.reduced_decoding,
     )  # fmt: skip

@@ -35,6 +35,9 @@ __all__ = [
     "LAYOUTS",
     "check_layout",
     "detect_layout",
+    "join_evidence",
+    "layout_evidence",
+    "layout_from_evidence",
     "layouts_with",
     "marker_names",
     "to_body25",
@@ -404,6 +407,18 @@ def detect_layout(keypoints: torch.Tensor | np.ndarray) -> tuple[str, str]:
     Raises:
         ValueError: a shape that is not ``(..., K, 3)``, or a ``K`` that no layout has.
     """
+    return layout_from_evidence(layout_evidence(keypoints))
+
+
+def layout_evidence(keypoints: torch.Tensor | np.ndarray) -> tuple[int, dict[str, np.ndarray]]:
+    """What :func:`detect_layout` decides from, for keypoints read in pieces: the keypoint count
+    ``K`` and, per candidate layout of that count, the signature residual of every person who
+    has the keypoints it needs (``(N,)`` float64). The evidence of several pieces joined
+    (:func:`join_evidence`) decides as :func:`detect_layout` on all of them at once.
+
+    Raises:
+        ValueError: a shape that is not ``(..., K, 3)``, or a ``K`` that no layout has.
+    """
     kp = torch.as_tensor(keypoints).detach().to("cpu", torch.float64)
     if kp.dim() < 2 or kp.shape[-1] != 3:
         raise ValueError(f"keypoints must have shape (..., K, 3), got {tuple(kp.shape)}")
@@ -413,13 +428,29 @@ def detect_layout(keypoints: torch.Tensor | np.ndarray) -> tuple[str, str]:
         counts = sorted({len(v) for v in LAYOUTS.values()})
         raise ValueError(f"{K} keypoints match no known layout (known counts: {counts})")
     if len(candidates) == 1:
-        return candidates[0], f"{K} keypoints: {candidates[0]} is the only layout with {K}"
+        return K, {candidates[0]: np.zeros(0)}
     flat = kp.reshape(-1, K, 3)
-    scores = {}
+    residuals = {}
     for name in candidates:  # two candidates at most
         r = _signature_residual(flat, name)
-        r = r[~torch.isnan(r)]
-        scores[name] = (float(r.median()) if len(r) else float("nan"), len(r))
+        residuals[name] = r[~torch.isnan(r)].numpy()
+    return K, residuals
+
+
+def join_evidence(pieces: list[tuple[int, dict[str, np.ndarray]]]) -> tuple[int, dict]:
+    """The :func:`layout_evidence` of pieces of one input (same ``K``), joined."""
+    K = pieces[0][0]
+    return K, {name: np.concatenate([p[1][name] for p in pieces]) for name in pieces[0][1]}
+
+
+def layout_from_evidence(evidence: tuple[int, dict[str, np.ndarray]]) -> tuple[str, str]:
+    """``(layout name, reason)`` from :func:`layout_evidence` (see :func:`detect_layout`)."""
+    K, residuals = evidence
+    candidates = list(residuals)
+    if len(candidates) == 1:
+        return candidates[0], f"{K} keypoints: {candidates[0]} is the only layout with {K}"
+    scores = {name: (float(torch.from_numpy(r).median()) if len(r) else float("nan"), len(r))
+              for name, r in residuals.items()}  # fmt: skip
     usable = {k: v for k, v in scores.items() if v[1] > 0}
     if not usable:
         return candidates[0], (
@@ -427,7 +458,7 @@ def detect_layout(keypoints: torch.Tensor | np.ndarray) -> tuple[str, str]:
             f"tell them apart; assumed {candidates[0]} (pass the layout to choose)"
         )
     best = min(usable, key=lambda k: usable[k][0])
-    evidence = "; ".join(
+    evidence_text = "; ".join(
         f"{k} {v[0]:.3f} over {v[1]} people" if v[1] else f"{k} not measurable"
         for k, v in scores.items()
     )
@@ -435,6 +466,6 @@ def detect_layout(keypoints: torch.Tensor | np.ndarray) -> tuple[str, str]:
     weak = bool(others) and min(others) < 2 * usable[best][0]
     return best, (
         f"{K} keypoints: the geometry fits {best} best (median residual of its signature, "
-        f"relative to body size: {evidence})"
+        f"relative to body size: {evidence_text})"
         + ("; weak evidence, pass the layout to be sure" if weak else "")
     )

@@ -1,4 +1,5 @@
-"""Monocular 3D lifting with a loaded lifter: one person's 2D keypoints -> root-relative 3D.
+"""Monocular 3D lifting with a loaded lifter: one person's 2D keypoints -> root-relative 3D and
+the root's trajectory in the camera frame.
 
 The path, one function each:
 
@@ -12,6 +13,8 @@ The path, one function each:
    the model's dense prediction, optionally averaged with the prediction of the mirrored input
    (``flip``), made root-relative; with ``reproject`` each detected joint is then slid onto
    its camera ray at its predicted depth (:func:`tensorpose.ops.camera.fit_to_rays`).
+4. :func:`tensorpose.ops.trajectory.root_translation` + ``lowpass_trajectory``: the root in the
+   camera frame (the joints placed on the rays of their keypoints, smoothed over time).
 
 :func:`lift_keypoints` runs the three; :func:`load_lifter` loads a tensorpose lifting
 checkpoint, a VideoPose3D ``.bin`` or the bundled lifter.
@@ -29,9 +32,12 @@ import torch
 from .io.tracks import Keypoints2D
 from .layouts import COCO17_INDEX, to_h36m17
 from .ops.gaps import bridge_missing
+from .ops.trajectory import lowpass_trajectory, root_translation
 from .skeleton import Skeleton, get_skeleton
 
 __all__ = [
+    "TRAJECTORY_CUTOFF_HZ",
+    "TRAJECTORY_DEPTH_CUTOFF_HZ",
     "Lifter",
     "bundled_lifters",
     "lift_keypoints",
@@ -42,6 +48,11 @@ __all__ = [
 ]
 
 MODELS_DIR = Path(__file__).resolve().parent / "assets" / "models"
+TRAJECTORY_CUTOFF_HZ = 6.0
+"""Low-pass cutoff of the root's ray (Hz; chosen on the mocap hold-outs,
+``docs/lifting_results.md``, Trajectory)."""
+TRAJECTORY_DEPTH_CUTOFF_HZ = 0.5
+"""Low-pass cutoff of the root's depth (Hz; chosen with :data:`TRAJECTORY_CUTOFF_HZ`)."""
 
 
 def to_model_joints(keypoints: torch.Tensor, layout: str, joints: str) -> torch.Tensor:
@@ -230,9 +241,19 @@ def lift_keypoints(
     min_confidence: float = 0.3,
     dist: torch.Tensor | None = None,
     reproject: bool = False,
+    fps: float | None = None,
+    trajectory_cutoff: tuple[float, float] = (TRAJECTORY_CUTOFF_HZ, TRAJECTORY_DEPTH_CUTOFF_HZ),
 ) -> dict[str, Any]:
     """Lift one person's keypoints: convert, mask, bridge, normalise, predict (``K``,
-    ``dist``: the camera's intrinsics and distortion, see :func:`normalize_input`).
+    ``dist``: the camera's intrinsics and distortion, see :func:`normalize_input`), and place
+    the root in the camera frame.
+
+    The root's trajectory: per frame the translation that best puts the predicted joints on
+    the rays of their detected keypoints (:func:`tensorpose.ops.trajectory.root_translation`,
+    rays ``K^-1 [u, v, 1]`` with ``K`` or the default camera of ``size``), then with ``fps``
+    zero-phase low-passes of its ray and its depth at ``trajectory_cutoff`` ``(ray, depth)``
+    Hz (:func:`tensorpose.ops.trajectory.lowpass_trajectory`). Its depth scales with the
+    predicted skeleton's size.
 
     With ``reproject`` the prediction is placed in front of the camera and every detected
     joint slid onto its ray at its predicted depth (:func:`tensorpose.ops.camera.fit_to_rays`
@@ -241,7 +262,9 @@ def lift_keypoints(
     lengths then vary. Needs a lifter whose input joints are its output joints.
 
     Returns:
-        ``joints (T, 17, 3)`` root-relative (camera frame, metres), ``pixels (T, J_in, 2)``
+        ``joints (T, 17, 3)`` root-relative (camera frame, metres), ``root (T, 3)`` the
+        root's position in the camera frame (metres; low-passed with ``fps``), ``root_raw``
+        (the same before the low-pass), ``pixels (T, J_in, 2)``
         (bridged model input, pixels), ``missing (T, J_in)`` (masked before bridging),
         ``bridged_joints`` (missing joint-frames filled), ``bridged_frames`` (frames with at
         least one), ``absent_frames`` (frames with no joint at all).
@@ -254,10 +277,17 @@ def lift_keypoints(
     px = bridge_missing(j[..., :2], missing, skel.names)
     x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)
+    rays = normalize_input(px.double(), "intrinsics", size, K, dist).cpu()
+    w = (~missing).to(torch.float64).cpu()
+    out_i, in_i = _shared_joints(lifter)
+    root_raw = root_translation(joints.double().cpu()[:, out_i], rays[:, in_i], w[:, in_i])
+    root = root_raw if fps is None else lowpass_trajectory(root_raw, fps, *trajectory_cutoff)
     if reproject:
-        joints = _reproject(joints, px, missing, lifter, size, K, dist)
+        joints = _reproject(joints, rays, w, lifter)
     return {
         "joints": joints.cpu(),
+        "root": root,
+        "root_raw": root_raw,
         "pixels": px,
         "missing": missing,
         "bridged_joints": int(missing.sum()),
@@ -266,7 +296,16 @@ def lift_keypoints(
     }
 
 
-def _reproject(joints, px, missing, lifter: Lifter, size, K, dist) -> torch.Tensor:
+def _shared_joints(lifter: Lifter) -> tuple[list[int], list[int]]:
+    """Indices of the output and of the input joints that share a name (all 17 for an
+    ``h36m17`` lifter, the 12 limb joints for a COCO-17 one)."""
+    names_in = get_skeleton(lifter.joints_in).names
+    names_out = lifter.skeleton_out.names
+    shared = [n for n in names_out if n in names_in]
+    return [names_out.index(n) for n in shared], [names_in.index(n) for n in shared]
+
+
+def _reproject(joints, rays, w, lifter: Lifter) -> torch.Tensor:
     """:func:`lift_keypoints`' ``reproject`` step: root-relative joints on their rays."""
     from .ops.camera import fit_to_rays
 
@@ -275,10 +314,8 @@ def _reproject(joints, px, missing, lifter: Lifter, size, K, dist) -> torch.Tens
             f"--reproject needs a lifter whose input joints are its output joints; this one "
             f"maps {lifter.joints_in} to other joints"
         )
-    rays = normalize_input(px.double(), "intrinsics", size, K, dist)
-    w = (~missing).to(torch.float64)
     few = (w > 0).sum(-1, keepdim=True) < 2  # a frame with < 2 detected joints: fit all of them
     w = torch.where(few, torch.ones_like(w), w)
-    placed, _ = fit_to_rays(joints.double().cpu(), rays.cpu(), w.cpu())
+    placed, _ = fit_to_rays(joints.double().cpu(), rays, w)
     root = lifter.skeleton_out.root
     return (placed - placed[:, root : root + 1]).to(joints)

@@ -16,6 +16,7 @@ import torch
 
 from .ops.kinematics import bone_lengths
 from .ops.procrustes import procrustes_align
+from .ops.trajectory import lowpass_trajectory, path_length
 from .skeleton import Skeleton
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "mpjve",
     "n_mpjpe",
     "p_mpjpe",
+    "trajectory_errors",
 ]
 
 _REDUCTIONS = ("mean", "none")
@@ -157,4 +159,44 @@ def compare_with_reference(
         "mpjpe_mm": 1000 * float(mpjpe(p[ok], r[ok])),
         "p_mpjpe_mm": 1000 * float(p_mpjpe(p[ok], r[ok])),
         "frames": n,
+    }
+
+
+def trajectory_errors(
+    pred: torch.Tensor, reference: torch.Tensor, fps: float, cutoff: float = 6.0
+) -> dict[str, float]:
+    """A root trajectory against a reference (both ``(T, 3)``, the same frame, metres) on the
+    frames where both are finite.
+
+    - ``scale``: the one global factor ``s`` minimising ``sum |s p - r|^2`` (the monocular
+      depth is known up to the size of the predicted skeleton);
+    - ``position_mm``: mean ``|s p - r|``; ``static_mm``: the same for a root that stands still
+      at the reference's mean position (how far the root moves, for comparison);
+    - ``distance_ref_m``, ``distance_m``, ``distance_error_pct``: distance travelled by ``r``
+      and ``s p`` after the same zero-phase low-pass at ``cutoff`` Hz
+      (:func:`lowpass_trajectory`; without it the frame-to-frame noise of either would count as
+      travel; frames left out are skipped), and the relative error.
+
+    Host reads (floats): for reports, not training steps.
+    """
+    if pred.shape != reference.shape or pred.dim() != 2 or pred.shape[-1] != 3:
+        raise ValueError(
+            f"pred and reference must both have shape (T, 3), got {tuple(pred.shape)} and "
+            f"{tuple(reference.shape)}"
+        )
+    ok = torch.isfinite(pred).all(-1) & torch.isfinite(reference).all(-1)
+    p, r = pred[ok].double(), reference[ok].double()
+    if len(p) < 2:
+        raise ValueError(f"fewer than two frames where both trajectories are finite ({len(p)})")
+    s = (p * r).sum() / (p * p).sum().clamp_min(1e-12)
+    d_ref = path_length(lowpass_trajectory(r, fps, cutoff))
+    d = path_length(lowpass_trajectory(s * p, fps, cutoff))
+    return {
+        "scale": float(s),
+        "position_mm": 1000 * float(torch.linalg.vector_norm(s * p - r, dim=-1).mean()),
+        "static_mm": 1000 * float(torch.linalg.vector_norm(r - r.mean(0), dim=-1).mean()),
+        "distance_ref_m": float(d_ref),
+        "distance_m": float(d),
+        "distance_error_pct": 100 * float((d - d_ref) / d_ref.clamp_min(1e-12)),
+        "frames": len(p),
     }

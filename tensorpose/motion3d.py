@@ -19,10 +19,22 @@ from .ops.butterworth import butterworth, filtfilt
 from .ops.filters import jitter, kalman_filter, kalman_smoother
 from .ops.gaps import bridge_missing, fill_gaps
 
-__all__ = ["AXES", "FILTERS", "Filter3D", "axes_text", "filter_points", "find_fps", "to_axes"]
+__all__ = [
+    "AXES",
+    "FILTERS",
+    "POSE2SIM_MAX_GAP",
+    "Filter3D",
+    "axes_text",
+    "filter_points",
+    "find_fps",
+    "to_axes",
+]
 
 AXES = ("pose2sim", "calibration")
 FILTERS = ("none", "butterworth", "kalman", "rts")
+POSE2SIM_MAX_GAP = 20
+"""Pose2Sim's default gap filling (``interp_if_gap_smaller_than = 20``, ``interpolation =
+'linear'``): gaps of up to 20 frames, linearly, in ``--drop-rule pose2sim`` mode."""
 POSE2SIM_ORDER = [1, 2, 0]
 """Pose2Sim's TRC ``(X, Y, Z)`` = the calibration world's ``(Y, Z, X)``."""
 

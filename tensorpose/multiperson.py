@@ -16,10 +16,25 @@ import torch
 
 from .io.openpose import _assign
 from .layouts import LAYOUTS
-from .multiview import Cameras, Triangulation, check_options, pack_keypoints
+from .multiview import (
+    CHUNK_FRAMES,
+    Cameras,
+    Recording,
+    Triangulation,
+    check_chunk,
+    check_options,
+    pack_keypoints,
+)
 from .ops.multiperson import triangulate_everyone
 
-__all__ = ["MAX_PEOPLE", "centres", "link_people", "split_tracks", "triangulate_cameras_people"]
+__all__ = [
+    "MAX_PEOPLE",
+    "PeopleLinker",
+    "centres",
+    "link_people",
+    "split_tracks",
+    "triangulate_cameras_people",
+]
 
 MAX_PEOPLE = 32
 """The most people ``triangulate --people`` writes."""
@@ -33,62 +48,116 @@ def centres(points: np.ndarray, valid: np.ndarray) -> np.ndarray:
         return np.where((n > 0)[..., None], s / n[..., None], np.nan)
 
 
+class PeopleLinker:
+    """Identities over time of per-frame people, fed a chunk of frames at a time: the state of
+    the motion model (each track's last centre, velocity and last frame) carries from one chunk
+    to the next, so the chunks of a recording get the identities of one pass over it.
+
+    Each track's centre follows a constant-velocity model; in each frame the active tracks'
+    predicted centres are matched to the frame's people by a Hungarian assignment on the
+    distance, gated at ``gate_m * sqrt(gap)`` metres for a track last seen ``gap`` frames ago; a
+    track unseen for more than ``max_gap`` frames retires. Tracks are numbered by first
+    appearance.
+    """
+
+    def __init__(self, max_gap: int = 30, gate_m: float = 0.5) -> None:
+        self.max_gap, self.gate_m = max_gap, gate_m
+        self.last = np.zeros((0, 3))
+        self.vel = np.zeros((0, 3))
+        self.seen_at = np.zeros(0, dtype=np.int64)
+        self.t = 0  # frames linked so far
+
+    def link(self, centre: np.ndarray) -> np.ndarray:
+        """``(M, T)`` track of each slot of the next ``T`` frames' people, whose centres are
+        ``centre (M, T, 3)`` (NaN: no person in that slot); -1: none.
+
+        A loop over frames (the motion model is a recurrence); each step is a Hungarian
+        assignment of a handful of people.
+        """
+        M, T = centre.shape[:2]
+        track = np.full((M, T), -1, dtype=np.int64)
+        last, vel, seen_at = self.last, self.vel, self.seen_at
+        for i in range(T):  # the recurrence over time
+            t = self.t + i
+            here = np.flatnonzero(np.isfinite(centre[:, i]).all(-1))
+            gap = t - seen_at
+            active = np.flatnonzero(gap <= self.max_gap)
+            pos = centre[here, i]
+            pred = last[active] + vel[active] * gap[active, None]
+            cost = np.linalg.norm(pred[:, None] - pos[None], axis=-1)  # (A, P)
+            cost[cost > self.gate_m * np.sqrt(gap[active])[:, None]] = np.inf
+            rows, cols = _assign(cost)
+            k = active[rows]
+            vel[k] = 0.5 * vel[k] + 0.5 * (pos[cols] - last[k]) / gap[k, None]
+            last[k], seen_at[k] = pos[cols], t
+            track[here[cols], i] = k
+            new = np.setdiff1d(np.arange(len(here)), cols)
+            track[here[new], i] = len(last) + np.arange(len(new))
+            last = np.concatenate([last, pos[new]])
+            vel = np.concatenate([vel, np.zeros((len(new), 3))])
+            seen_at = np.concatenate([seen_at, np.full(len(new), t)])
+        self.last, self.vel, self.seen_at, self.t = last, vel, seen_at, self.t + T
+        return track
+
+
 def link_people(centre: np.ndarray, max_gap: int = 30, gate_m: float = 0.5) -> np.ndarray:
     """Identities over time of the per-frame people whose centres are ``centre (M, T, 3)``
     (NaN: no person in that slot): ``(M, T)`` track index of each slot (-1: none), tracks
-    numbered by first appearance.
+    numbered by first appearance (:class:`PeopleLinker` over all frames at once)."""
+    return PeopleLinker(max_gap, gate_m).link(centre)
 
-    A loop over frames (the motion model is a recurrence); each step is a Hungarian
-    assignment of a handful of people.
-    """
-    M, T = centre.shape[:2]
-    track = np.full((M, T), -1, dtype=np.int64)
-    last = np.zeros((0, 3))
-    vel = np.zeros((0, 3))
-    seen_at = np.zeros(0, dtype=np.int64)
-    for t in range(T):  # the recurrence over time
-        here = np.flatnonzero(np.isfinite(centre[:, t]).all(-1))
-        gap = t - seen_at
-        active = np.flatnonzero(gap <= max_gap)
-        pos = centre[here, t]
-        pred = last[active] + vel[active] * gap[active, None]
-        cost = np.linalg.norm(pred[:, None] - pos[None], axis=-1)  # (A, P)
-        cost[cost > gate_m * np.sqrt(gap[active])[:, None]] = np.inf
-        rows, cols = _assign(cost)
-        k = active[rows]
-        vel[k] = 0.5 * vel[k] + 0.5 * (pos[cols] - last[k]) / gap[k, None]
-        last[k], seen_at[k] = pos[cols], t
-        track[here[cols], t] = k
-        new = np.setdiff1d(np.arange(len(here)), cols)
-        track[here[new], t] = len(last) + np.arange(len(new))
-        last = np.concatenate([last, pos[new]])
-        vel = np.concatenate([vel, np.zeros((len(new), 3))])
-        seen_at = np.concatenate([seen_at, np.full(len(new), t)])
-    return track
+
+KEYS = ("points", "errors", "mean_error", "used", "valid", "person")
+"""The per-frame arrays of a person's :class:`~tensorpose.multiview.Triangulation`."""
+
+
+class _TrackRows:
+    """The rows (frame, arrays) of every track, kept compact a chunk at a time: memory grows
+    with the people actually found, not with frames x slots."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
+        self.valid = np.zeros(0, dtype=np.int64)  # valid joint-frames per track
+        self.frames = np.zeros(0, dtype=np.int64)  # frames with a valid joint per track
+
+    def add(self, start: int, track: np.ndarray, slots: dict[str, np.ndarray]) -> None:
+        """``track (M, T)`` of the chunk's slots ``slots[key] (M, T, ...)`` from frame
+        ``start``."""
+        m, t = np.nonzero(track >= 0)
+        ids = track[m, t]
+        rows = {key: slots[key][m, t] for key in KEYS}
+        self.pieces.append((start + t, ids, rows))
+        n = int(track.max(initial=-1)) + 1
+        grow = max(n - len(self.valid), 0)
+        self.valid = np.concatenate([self.valid, np.zeros(grow, np.int64)])
+        self.frames = np.concatenate([self.frames, np.zeros(grow, np.int64)])
+        self.valid += np.bincount(ids, rows["valid"].sum(-1), len(self.valid)).astype(np.int64)
+        self.frames += np.bincount(ids, rows["valid"].any(-1), len(self.frames)).astype(np.int64)
+
+    def track(self, k: int, T: int) -> dict[str, np.ndarray]:
+        """Track ``k``'s arrays over all ``T`` frames (NaN, False or -1 where it is absent)."""
+        out = {}
+        for key in KEYS:  # the handful of result arrays
+            a = self.pieces[0][2][key]
+            fill = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
+            out[key] = np.full((T, *a.shape[1:]), fill, a.dtype)
+        for frames, ids, rows in self.pieces:  # a loop over the chunks
+            mine = ids == k
+            for key in KEYS:  # the handful of result arrays
+                out[key][frames[mine]] = rows[key][mine]
+        return out
 
 
 def split_tracks(slots: dict[str, np.ndarray], track: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Per track, the arrays ``slots[key] (M, T, ...)`` of its slot in each frame (NaN, False
     or -1 where the track has no person)."""
-    T = track.shape[1]
-    out = []
-    frames = np.arange(T)
-    for k in range(int(track.max(initial=-1)) + 1):  # a loop over the tracks (people)
-        mine = track == k  # (M, T), at most one slot per frame
-        slot = mine.argmax(0)
-        here = mine.any(0)
-        arrays = {}
-        for key, a in slots.items():  # the handful of result arrays
-            fill = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
-            g = a[slot, frames]
-            mask = here.reshape(T, *[1] * (g.ndim - 1))
-            arrays[key] = np.where(mask, g, np.array(fill, dtype=a.dtype))
-        out.append(arrays)
-    return out
+    rows = _TrackRows()
+    rows.add(0, track, slots)
+    return [rows.track(k, track.shape[1]) for k in range(len(rows.valid))]
 
 
 def triangulate_cameras_people(
-    cameras: Cameras,
+    cameras: Cameras | Recording,
     people: int | None = None,
     *,
     min_confidence: float = 0.3,
@@ -99,39 +168,49 @@ def triangulate_cameras_people(
     gate_m: float = 0.5,
     min_frames: float = 0.1,
     device: str | torch.device = "cpu",
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> list[Triangulation]:
     """Every person of ``cameras`` seen by two cameras or more, associated, triangulated and
     linked over time; ranked by valid joint-frames (best seen first).
 
+    ``chunk_frames`` frames at a time: each frame's association and triangulation depend on
+    that frame alone and the linking's state carries across chunks (:class:`PeopleLinker`), so
+    the result is that of one pass; memory holds one chunk's work plus the rows of the people
+    found.
+
     Args:
+        cameras: read (:class:`~tensorpose.multiview.Cameras`) or opened
+            (:class:`~tensorpose.multiview.Recording`, read a chunk at a time).
         people: how many people to keep (the best seen); ``None``: every track present in at
             least ``min_frames`` of the frames (a fraction).
         min_confidence, max_reprojection_px, association_px, drop: as in
             :func:`tensorpose.multiview.triangulate_cameras`.
-        max_gap, gate_m: see :func:`link_people`.
+        max_gap, gate_m: see :class:`PeopleLinker`.
 
     Raises:
         ValueError: fewer than ``people`` people found (naming ``--people``), none at all, or
             more than :data:`MAX_PEOPLE`.
     """
     check_options(min_confidence, max_reprojection_px, drop)
-    keypoints = pack_keypoints(cameras, device)
+    check_chunk(chunk_frames)
     cal = cameras.calibration.to(device=device, dtype=torch.float64)
-    res = triangulate_everyone(keypoints, cal.K, cal.dist, cal.R, cal.t,
-                               min_confidence=min_confidence, max_error_px=max_reprojection_px,
-                               association_px=association_px, drop=drop)  # fmt: skip
-    r = {k: v.cpu().numpy() for k, v in vars(res).items()}
-    r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
-    track = link_people(centres(r["points"], r["valid"]), max_gap, gate_m)
-    tracks = split_tracks({k: r[k] for k in ("points", "errors", "mean_error", "used", "valid",
-                                             "person")}, track)  # fmt: skip
-    T = cameras.frames
-    order = sorted(range(len(tracks)), key=lambda k: -int(tracks[k]["valid"].sum()))
+    linker, rows, T = PeopleLinker(max_gap, gate_m), _TrackRows(), cameras.frames
+    for start in range(0, T, chunk_frames):  # a chunk of frames at a time
+        frames = cameras.read(start, min(start + chunk_frames, T))
+        res = triangulate_everyone(pack_keypoints(cameras, device, frames), cal.K, cal.dist,
+                                   cal.R, cal.t, min_confidence=min_confidence,
+                                   max_error_px=max_reprojection_px,
+                                   association_px=association_px, drop=drop)  # fmt: skip
+        del frames
+        r = {k: v.cpu().numpy() for k, v in vars(res).items()}
+        r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
+        rows.add(start, linker.link(centres(r["points"], r["valid"])), r)
+    order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if people is None:
-        keep = [k for k in order if (tracks[k]["valid"].any(-1)).sum() >= max(min_frames * T, 1)]
+        keep = [k for k in order if rows.frames[k] >= max(min_frames * T, 1)]
     else:
         keep = order[:people]
-    found = len(keep) if people is None else len(tracks)
+    found = len(keep) if people is None else len(rows.valid)
     if people is not None and found < people:
         raise ValueError(f"--people {people}: found only {found} people seen by two cameras "
                          f"or more in {cameras.folders[0].parent}")  # fmt: skip
@@ -142,6 +221,4 @@ def triangulate_cameras_people(
         raise ValueError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
-    return [Triangulation(**{k: tracks[i][k] for k in ("points", "errors", "mean_error", "used",
-                                                       "valid", "person")}, names=names)
-            for i in keep]  # fmt: skip
+    return [Triangulation(**rows.track(k, T), names=names) for k in keep]

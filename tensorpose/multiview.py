@@ -15,26 +15,39 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .io.calibration import Calibration, load_calibration
-from .io.tracks import read_detections
-from .layouts import LAYOUTS
+from .io.openpose import (
+    OpenPoseError,
+    first_person,
+    frame_files,
+    openpose_evidence,
+    read_openpose_files,
+)
+from .layouts import LAYOUTS, join_evidence, layout_evidence, layout_from_evidence
 from .ops.association import triangulate_people
+from .ops.dlt import reprojection_errors
 from .ops.triangulate import DROP_RULES
 
 __all__ = [
+    "CHUNK_FRAMES",
     "LIMBS",
     "Cameras",
+    "Recording",
     "Triangulation",
+    "camera_agreement",
     "camera_key",
+    "check_agreement",
+    "check_chunk",
     "check_options",
     "find_camera_folders",
     "match_cameras",
+    "open_recording",
     "pack_keypoints",
     "read_cameras",
     "summarize",
@@ -47,6 +60,10 @@ LIMBS = [
     ("r_elbow", "r_wrist"),
 ]  # fmt: skip
 """Bones whose length over time the report summarises (when both joints are in the layout)."""
+
+CHUNK_FRAMES = 1000
+"""Frames read and triangulated at a time: memory holds one chunk's detections and work, plus
+the small per-frame results of the whole recording (about 2 kB per frame and person)."""
 
 
 def camera_key(name: str) -> str:
@@ -114,15 +131,98 @@ class Cameras:
     def frames(self) -> int:
         return len(self.detections[0])
 
+    @property
+    def keypoints(self) -> int:
+        return len(LAYOUTS[self.layout])
 
-def read_cameras(
+    def read(self, start: int, stop: int) -> list[list[np.ndarray]]:
+        """Per camera the detections of frames ``start:stop``."""
+        return [d[start:stop] for d in self.detections]
+
+
+@dataclass
+class Recording:
+    """A recording's cameras opened, not read (:func:`open_recording`): ``folders``, the
+    matched calibrated camera ``names``, their ``calibration``, each camera's frame ``files``
+    (paths as text, time order), the keypoint count ``keypoints`` and the ``given`` layout
+    (``None``: the one the files record, else detected from every frame as they are read,
+    :meth:`read`; then :attr:`layout`)."""
+
+    folders: list[Path]
+    names: list[str]
+    calibration: Calibration
+    files: list[list[str]]
+    keypoints: int
+    given: str | None = None
+    sources: list[str] = field(default_factory=list)
+    evidence: dict[int, list] = field(default_factory=dict, repr=False)
+    last: tuple = field(default=(), repr=False)
+    """The last chunk read, ``(start, stop, frames)``: read again (the agreement check after
+    the triangulation), it is not parsed twice; one chunk, so memory stays bounded."""
+
+    @property
+    def frames(self) -> int:
+        return len(self.files[0])
+
+    def read(self, start: int, stop: int) -> list[list[np.ndarray]]:
+        """Per camera the detections ``(P, K, 3)`` of frames ``start:stop`` (the files parsed
+        now); without a given layout, their layout evidence is kept for :attr:`layout`."""
+        if self.last[:2] == (start, stop):
+            return self.last[2]
+        frames, evidence = [], [stop]
+        for c, files in enumerate(self.files):  # a handful of cameras
+            f, _, _, recorded = read_openpose_files(files[start:stop], self.keypoints,
+                                                    self.sources[c])  # fmt: skip
+            frames.append(f)
+            if self.given is None:
+                evidence.append((openpose_evidence(f, self.keypoints), recorded))
+        if self.given is None:
+            self.evidence[start] = evidence
+        self.last = (start, stop, frames)
+        return frames
+
+    @property
+    def layout(self) -> str:
+        """The given layout, else the one every camera's frames (all read) show.
+
+        Raises:
+            ValueError: the cameras show different layouts (each named).
+        """
+        if self.given is not None:
+            return self.given
+        starts = sorted(self.evidence)
+        stops = [self.evidence[s][0] for s in starts]
+        if starts[:1] != [0] or stops[-1] != self.frames or starts[1:] != stops[:-1]:
+            raise RuntimeError("read every frame of the recording once before its layout")
+        layouts = []
+        for c in range(len(self.folders)):  # a handful of cameras
+            recorded = {self.evidence[s][1 + c][1] for s in starts}
+            if len(recorded) == 1 and None not in recorded:  # the files say it
+                layouts.append(recorded.pop())
+                continue
+            joined = join_evidence([self.evidence[s][1 + c][0] for s in starts])
+            layouts.append(layout_from_evidence(joined)[0])
+        if len(set(layouts)) != 1:
+            found = dict(zip([f.name for f in self.folders], layouts, strict=True))
+            raise ValueError(f"the camera folders have different layouts {found}; pass --layout")
+        return layouts[0]
+
+    def cameras(self) -> Cameras:
+        """Every frame read at once, as :class:`Cameras`."""
+        return Cameras(self.folders, self.names, self.calibration, self.read(0, self.frames),
+                       self.layout)  # fmt: skip
+
+
+def open_recording(
     tracks_dir: str | os.PathLike, calib_path: str | os.PathLike, layout: str | None = None
-) -> Cameras:
-    """Read every camera folder of ``tracks_dir`` and the calibration, matched by name.
+) -> Recording:
+    """Open every camera folder of ``tracks_dir`` and the calibration, matched by name: the
+    frame files listed and counted, the keypoint count found (the first person of each camera;
+    the frames are read later, in chunks).
 
     Raises:
         FileNotFoundError, ValueError: missing inputs, folders that do not match the
-        calibration, differing frame counts or layouts (each named).
+        calibration, differing frame or keypoint counts (each named).
     """
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"--layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
@@ -130,19 +230,43 @@ def read_cameras(
     calib = load_calibration(calib_path)
     cams = match_cameras(folders, calib.names, Path(calib_path))
     calib = calib.select(cams)
-    per_cam, layouts = [], []
-    for folder in folders:  # read every camera before computing anything
-        det = read_detections(folder, layout)
-        per_cam.append(det.frames)
-        layouts.append(det.layout)
-    counts = {f.name: len(fr) for f, fr in zip(folders, per_cam, strict=True)}
+    files = [[str(p) for p in frame_files(f)] for f in folders]  # text: 5x less memory
+    counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
     if len(set(counts.values())) != 1:
         raise ValueError(f"the camera folders have different frame counts {counts}; "
                          "trim them to the same frames")  # fmt: skip
-    if len(set(layouts)) != 1:
-        found = dict(zip([f.name for f in folders], layouts, strict=True))
-        raise ValueError(f"the camera folders have different layouts {found}; pass --layout")
-    return Cameras(folders, cams, calib, per_cam, layouts[0])
+    if layout is not None:
+        K = len(LAYOUTS[layout])
+        return Recording(folders, cams, calib, files, K, layout, [f"layout {layout}"] * len(files))
+    keypoints, sources = {}, []
+    for folder, fr in zip(folders, files, strict=True):  # the first person of each camera
+        first = first_person(fr)
+        if first is None:
+            raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
+        try:
+            layout_evidence(np.zeros((0, first[0], 3)))
+        except ValueError as e:
+            raise OpenPoseError(f"{first[1]}: {e}") from None
+        keypoints[folder.name], _ = first
+        sources.append(f"{first[1]}")
+    if len(set(keypoints.values())) != 1:
+        raise ValueError(f"the camera folders have different keypoint counts {keypoints}; "
+                         "they come from different detectors")  # fmt: skip
+    K = next(iter(keypoints.values()))
+    return Recording(folders, cams, calib, files, K, None, sources)
+
+
+def read_cameras(
+    tracks_dir: str | os.PathLike, calib_path: str | os.PathLike, layout: str | None = None
+) -> Cameras:
+    """Read every camera folder of ``tracks_dir`` and the calibration, matched by name, at once
+    (:func:`open_recording`, then every frame).
+
+    Raises:
+        FileNotFoundError, ValueError: missing inputs, folders that do not match the
+        calibration, differing frame counts or layouts (each named).
+    """
+    return open_recording(tracks_dir, calib_path, layout).cameras()
 
 
 @dataclass
@@ -168,54 +292,90 @@ def check_options(min_confidence: float, max_reprojection_px: float, drop: str) 
     if not (max_reprojection_px > 0 and math.isfinite(max_reprojection_px)):
         raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
     if drop not in DROP_RULES:
-        raise ValueError(f"drop must be one of {DROP_RULES}, got {drop!r}")
+        raise ValueError(f"--drop-rule must be tensorpose or pose2sim, got {drop!r}")
 
 
-def pack_keypoints(cameras: Cameras, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-    """Each camera's detections as one ``(T, P_c, J, 3)`` float64 tensor (``P_c`` the most
-    people of a frame; empty slots are zeros)."""
-    T, J = cameras.frames, len(LAYOUTS[cameras.layout])
+def pack_keypoints(cameras: Cameras | Recording, device: str | torch.device = "cpu",
+                   frames: list[list[np.ndarray]] | None = None) -> list[torch.Tensor]:  # fmt: skip
+    """Each camera's detections (``frames``: per camera a list of ``(P, K, 3)``; default: every
+    frame of ``cameras``) as one ``(T, P_c, K, 3)`` float64 tensor (``P_c`` the most people of a
+    frame; empty slots are zeros)."""
+    if frames is None:
+        frames = cameras.read(0, cameras.frames)
+    K = cameras.keypoints
     keypoints = []
-    for frames in cameras.detections:  # pack each camera's frames into (T, P_c, J, 3)
-        k = torch.zeros(T, max(len(f) for f in frames), J, 3, dtype=torch.float64)
-        for t, f in enumerate(frames):  # one frame's people at a time (file data)
+    for per_frame in frames:  # pack each camera's frames into (T, P_c, K, 3)
+        k = torch.zeros(len(per_frame), max(len(f) for f in per_frame), K, 3,
+                        dtype=torch.float64)  # fmt: skip
+        for t, f in enumerate(per_frame):  # one frame's people at a time (file data)
             k[t, : len(f)] = torch.from_numpy(f)
         keypoints.append(k.to(device))
     return keypoints
 
 
+def check_chunk(chunk_frames: int) -> int:
+    if not (isinstance(chunk_frames, int) and chunk_frames >= 1):
+        raise ValueError(f"--chunk-frames must be a frame count >= 1, got {chunk_frames!r}")
+    return chunk_frames
+
+
+class _Frames:
+    """Per-frame arrays of a whole recording, filled a chunk at a time (allocated at the first
+    chunk's shapes and dtypes)."""
+
+    def __init__(self, frames: int) -> None:
+        self.T, self.arrays = frames, {}
+
+    def put(self, start: int, chunk: dict[str, np.ndarray]) -> None:
+        for key, a in chunk.items():  # the handful of result arrays
+            if key not in self.arrays:
+                self.arrays[key] = np.empty((self.T, *a.shape[1:]), a.dtype)
+            self.arrays[key][start : start + len(a)] = a
+
+
 def triangulate_cameras(
-    cameras: Cameras,
+    cameras: Cameras | Recording,
     *,
     min_confidence: float = 0.3,
     max_reprojection_px: float = 15.0,
     association_px: float = 20.0,
     drop: str = "leave_one_out",
     device: str | torch.device = "cpu",
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> Triangulation:
-    """Triangulate every frame and joint of ``cameras`` at once (see
-    :func:`tensorpose.ops.association.triangulate_people`).
+    """Triangulate every frame and joint of ``cameras`` (see
+    :func:`tensorpose.ops.association.triangulate_people`), ``chunk_frames`` frames at a time:
+    each frame's association and triangulation depend on that frame alone, so the result is
+    that of one pass over all frames, in memory bounded by the chunk plus the per-frame results.
 
     Args:
+        cameras: read (:class:`Cameras`) or opened (:class:`Recording`: its files are read a
+            chunk at a time).
         min_confidence: joints below it are not used.
         max_reprojection_px: camera dropping / validity threshold (pixels).
         association_px: two-view threshold for joining a person across views (pixels).
-        drop: ``"leave_one_out"`` or ``"largest_error"``.
+        drop: ``"leave_one_out"`` (``--drop-rule tensorpose``), ``"largest_error"`` or
+            ``"pose2sim"`` (Pose2Sim's mean-error rule), see
+            :func:`tensorpose.ops.triangulate.triangulate_points`.
     """
     check_options(min_confidence, max_reprojection_px, drop)
-    names = LAYOUTS[cameras.layout]
-    keypoints = pack_keypoints(cameras, device)
+    check_chunk(chunk_frames)
     cal = cameras.calibration.to(device=device, dtype=torch.float64)
-    res = triangulate_people(
-        keypoints, cal.K, cal.dist, cal.R, cal.t,
-        min_confidence=min_confidence, max_error_px=max_reprojection_px,
-        association_px=association_px, drop=drop,
-    )  # fmt: skip
-    res = {k: v.cpu() for k, v in vars(res).items()}
-    points = torch.where(res["valid"].unsqueeze(-1), res["points"], float("nan")).numpy()
-    return Triangulation(points, res["errors"].numpy(), res["mean_error"].numpy(),
-                         res["used"].numpy(), res["valid"].numpy(), res["person"].numpy(),
-                         list(names))  # fmt: skip
+    out = _Frames(cameras.frames)
+    for start in range(0, cameras.frames, chunk_frames):  # a chunk of frames at a time
+        frames = cameras.read(start, min(start + chunk_frames, cameras.frames))
+        res = triangulate_people(
+            pack_keypoints(cameras, device, frames), cal.K, cal.dist, cal.R, cal.t,
+            min_confidence=min_confidence, max_error_px=max_reprojection_px,
+            association_px=association_px, drop=drop,
+        )  # fmt: skip
+        del frames
+        res = {k: v.cpu().numpy() for k, v in vars(res).items() if k != "score"}
+        res["points"] = np.where(res["valid"][..., None], res["points"], np.nan)
+        out.put(start, res)
+    r = out.arrays
+    return Triangulation(r["points"], r["errors"], r["mean_error"], r["used"], r["valid"],
+                         r["person"], list(LAYOUTS[cameras.layout]))  # fmt: skip
 
 
 def _bones(tri: Triangulation) -> dict[str, dict]:
@@ -254,3 +414,75 @@ def summarize(tri: Triangulation) -> dict:
         "per_joint": per_joint,
         "bones": _bones(tri),
     }
+
+
+DISAGREE_FACTOR = 3.0
+"""A camera disagrees with the others when the median reprojection error of its best-fitting
+detection per frame, against the 3D points triangulated by all, is above this many times
+``--max-reprojection-px`` (45 px by default)."""
+
+
+def camera_agreement(cameras: Cameras | Recording, tris: list[Triangulation],
+                     min_confidence: float = 0.3,
+                     chunk_frames: int = CHUNK_FRAMES) -> list[dict]:  # fmt: skip
+    """How well each camera's detections agree with the triangulated people ``tris``.
+
+    Per camera and frame, each of its detections is compared with the valid 3D joints of each
+    person (reprojection error, pixels, joints above ``min_confidence``, median over joints);
+    the best-fitting detection counts. Per camera: ``median_px``, the median of that over the
+    frames and people with a value (``None``: never any), and ``used``, the share of the
+    valid joint-frames that took the camera. The detections are read ``chunk_frames`` at a
+    time (bounded memory; one figure per frame and person is kept).
+    """
+    cal = cameras.calibration
+    used = np.concatenate([t.used[t.valid] for t in tris])  # (valid joint-frames, C)
+    bests: list[list[torch.Tensor]] = [[] for _ in cameras.names]
+    for start in range(0, cameras.frames, chunk_frames):  # a chunk of frames at a time
+        stop = min(start + chunk_frames, cameras.frames)
+        points = torch.from_numpy(np.stack([t.points[start:stop] for t in tris], 1))
+        valid = torch.from_numpy(np.stack([t.valid[start:stop] for t in tris], 1))
+        packed = pack_keypoints(cameras, frames=cameras.read(start, stop))
+        for c, k in enumerate(packed):  # a handful of cameras, the chunk's frames at once
+            px, conf = k[:, None, :, :, None, :2], k[:, None, :, :, 2]  # (T, 1, P, J, 1, 2)
+            err = reprojection_errors(points[:, :, None], px, cal.K[c : c + 1],
+                                      cal.dist[c : c + 1], cal.R[c : c + 1],
+                                      cal.t[c : c + 1])[..., 0]  # fmt: skip
+            ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
+            per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (T, N, P)
+            best = per.nan_to_num(float("inf")).amin(-1) if per.shape[-1] else per[..., 0]
+            bests[c].append(best[best.isfinite()])
+    out = []
+    for c, parts in enumerate(bests):  # per camera
+        best = torch.cat(parts)
+        out.append({"camera": cameras.names[c], "folder": cameras.folders[c].name,
+                    "median_px": float(best.quantile(0.5)) if best.numel() else None,
+                    "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
+    return out
+
+
+def check_agreement(cameras: Cameras | Recording, tris: list[Triangulation], min_confidence: float,
+                    max_reprojection_px: float, calib_path,
+                    chunk_frames: int = CHUNK_FRAMES) -> list[dict]:  # fmt: skip
+    """:func:`camera_agreement`, checked. Raises ValueError when no joint was triangulated (no
+    person seen by two cameras, naming the tracks folder) or naming the cameras whose
+    detections disagree with the others (see :data:`DISAGREE_FACTOR`), with every camera's
+    median reprojection error: a calibration whose cameras do not match the folders (e.g. two
+    swapped)."""
+    agreement = camera_agreement(cameras, tris, min_confidence, chunk_frames)
+    tracks_dir = cameras.folders[0].parent
+    if all(a["median_px"] is None for a in agreement):
+        raise ValueError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
+                         "triangulated); check that the folders hold the same scene at the "
+                         "same frames, or lower --min-confidence")  # fmt: skip
+    limit = DISAGREE_FACTOR * max_reprojection_px
+    bad = [a for a in agreement if a["median_px"] is not None and a["median_px"] > limit]
+    if bad:
+        each = ", ".join(f"{a['camera']} ({a['folder']}) "
+                         + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")
+                         for a in agreement)  # fmt: skip
+        who = ", ".join(a["camera"] for a in bad)
+        raise ValueError(f"{calib_path}: the detections of {who} never agree with the other "
+                         f"cameras (median reprojection error over {limit:g} px; per camera: "
+                         f"{each}); are the cameras of the calibration matched to the right "
+                         "folders?")  # fmt: skip
+    return agreement

@@ -3,7 +3,8 @@ tracks and 3D skeletons (matplotlib, optional: ``pip install tensorpose[viz]``, 
 such a picture is drawn).
 
 - :func:`draw_skeleton`, :func:`draw_people`, :func:`augment_grid`: 2D keypoints and links on
-  images; :func:`draw_lift_frame`: a video frame with the 2D input and the lifted 3D beside.
+  images; :func:`draw_lift_frame`: a video frame with the 2D input and the 3D panel
+  (:mod:`tensorpose.panel3d`) beside.
 - The commands' own pictures (reprojection errors, lifted 3D skeletons) are drawn with OpenCV
   alone in :mod:`tensorpose.charts`.
 - :func:`plot_joint_xy`: one joint's x(t), y(t), raw vs smoothed.
@@ -19,7 +20,6 @@ person facing the camera, green (left) stays on the image's right in every crop,
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +36,6 @@ __all__ = [
     "draw_lift_frame",
     "draw_people",
     "draw_skeleton",
-    "orthographic_panel",
     "plot_curves",
     "plot_joint_xy",
     "plot_skeletons_3d",
@@ -146,28 +145,24 @@ def draw_lift_frame(
     missing: np.ndarray,
     panel: np.ndarray,
     skeleton_in: Skeleton,
-    skeleton_out: Skeleton,
 ) -> np.ndarray:
     """One frame of ``lift``'s video: the 2D input skeleton over ``frame`` (BGR; joints that
-    were bridged dimmed) and the 3D skeleton in a white square panel beside it.
+    were bridged dimmed) and the 3D ``panel`` beside it.
 
     Args:
         frame: ``(H, W, 3)`` uint8 BGR (drawn on in place).
         pixels: ``(J_in, 2)`` integer pixels; ``missing``: ``(J_in,)`` bool.
-        panel: ``(J_out, 2)`` integer panel pixels (:func:`orthographic_panel`).
+        panel: ``(H, P, 3)`` uint8 BGR (:meth:`tensorpose.panel3d.Panel3D.draw`).
 
     Returns:
-        ``(H, W + H, 3)`` uint8 BGR.
+        ``(H, W + P, 3)`` uint8 BGR.
     """
-    H = frame.shape[0]
+    th = max(2, round(frame.shape[0] / 360))
     for (a, b), col in zip(skeleton_in.bones, _side_colours(skeleton_in), strict=True):
         dim = missing[a] or missing[b]
         cv2.line(frame, tuple(pixels[a]), tuple(pixels[b]),
-                 tuple(v // 2 for v in col) if dim else col, 2)  # fmt: skip
-    side = np.full((H, H, 3), 255, np.uint8)
-    for (a, b), col in zip(skeleton_out.bones, _side_colours(skeleton_out), strict=True):
-        cv2.line(side, tuple(panel[a]), tuple(panel[b]), col, 2)
-    return np.concatenate([frame, side], 1)
+                 tuple(v // 2 for v in col) if dim else col, th, cv2.LINE_AA)  # fmt: skip
+    return np.concatenate([frame, panel], 1)
 
 
 def _side_colours(skeleton: Skeleton) -> list[tuple[int, int, int]]:
@@ -177,18 +172,6 @@ def _side_colours(skeleton: Skeleton) -> list[tuple[int, int, int]]:
 def bone_colours_bgr(skeleton: Skeleton) -> list[tuple[int, int, int]]:
     """One BGR colour per bone of ``skeleton``: left green, right orange, centre blue."""
     return _side_colours(skeleton)
-
-
-def orthographic_panel(joints: torch.Tensor, size: int, yaw_deg: float = 30.0) -> torch.Tensor:
-    """Panel pixel coordinates ``(T, J, 2)`` of root-relative ``joints (T, J, 3)`` (camera
-    frame) seen orthographically after a turn by ``yaw_deg`` about the vertical axis, one scale
-    for the whole sequence so that every pose fits a ``size x size`` panel."""
-    a = math.radians(yaw_deg)
-    c, s = math.cos(a), math.sin(a)
-    R = joints.new_tensor([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
-    p = (joints @ R.T)[..., :2]
-    extent = float(p.abs().amax().clamp_min(1e-6))
-    return p * (0.45 * size / extent) + size / 2
 
 
 def _side_colour(name: str) -> tuple[int, int, int]:

@@ -112,17 +112,42 @@ def test_lift_openpose_folder(ckpt, tmp_path, capsys):
             naive += not (np.isfinite(kp[t, j, :2]).all() and kp[t, j, 2] >= 0.3)
     assert naive > 0 and f"bridged {naive} joint-frames" in text
     assert int(z["missing"].sum()) == naive
-    # the numbers: the model on np.interp-bridged input
+    # the numbers: the model on np.interp-bridged input, placed with the root trajectory
     ref = _model_reference(ckpt, torch.from_numpy(kp), SIZE)
-    np.testing.assert_allclose(z["joints"], ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(z["joints_root_relative"], ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(z["root_raw"], _naive_root(ref, kp, z["missing"]), atol=1e-4)
+    np.testing.assert_allclose(z["joints"], z["joints_root_relative"] + z["root"][:, None],
+                               atol=1e-5)  # fmt: skip
+    assert "x right, y down, z forward" in str(z["axes"])
     # the TRC reads back with the same numbers (Y-up: x, -y, -z), and the CSV too
     trc = read_trc(out / f"{name}.trc")
     assert trc.names == list(H36M.names) and trc.fps == 60.0
+    assert "Z towards the camera (the camera at the origin)" in trc.comment
     up = camera_to_opensim(torch.from_numpy(z["joints"]).double()).numpy()
     np.testing.assert_allclose(trc.points, up, atol=2e-6)
     np.testing.assert_allclose(trc.time, np.arange(100) / 60, atol=1e-6)
     csv = np.loadtxt(out / f"{name}.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(csv[:, 2:].reshape(100, 17, 3), up, atol=2e-6)
+    # --root-relative: the joints as predicted, no trajectory in the files
+    rc = main(["lift", str(CAM01), "--checkpoint", str(ckpt), "--size", "1088x1920", "--fps",
+               "60", "--out", str(tmp_path / "rel"), "--quiet", "--root-relative"])  # fmt: skip
+    rel = np.load(tmp_path / "rel" / f"{name}_3d.npz")
+    assert rc == 0 and "root" not in rel.files and "axes" not in rel.files
+    np.testing.assert_allclose(rel["joints"], ref.numpy(), atol=1e-5)
+    assert "root-relative" in read_trc(tmp_path / "rel" / f"{name}.trc").comment
+
+
+def _naive_root(joints: torch.Tensor, kp: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """Per frame: the least-squares translation onto the rays of the detected joints
+    (every joint where fewer than two were detected), rays with the default camera."""
+    from tensorpose.lift3d import normalize_input
+    from tests.ops.test_camera import _naive_fit_to_rays
+
+    px = _naive_bridge(np.nan_to_num(kp[..., :2]), missing)
+    rays = normalize_input(torch.from_numpy(px), "intrinsics", SIZE).numpy()
+    w = (~missing).astype(np.float64)
+    w[(w > 0).sum(1) < 2] = 1.0
+    return _naive_fit_to_rays(joints.double().numpy(), rays, w)[1]
 
 
 def _write_npz(path: Path, kp: np.ndarray, **extra) -> Path:
@@ -149,8 +174,8 @@ def test_coco_results_equal_npz_of_the_same_person(ckpt, tmp_path):
     for p in range(2):
         _write_npz(tmp_path / f"p{p}.npz", ref_rows[p], width=SIZE[0], height=SIZE[1])
         lift(tmp_path / f"p{p}.npz", ckpt, tmp_path / f"n{p}", layout="COCO_17", progress=False)
-        zj.append(np.load(tmp_path / f"n{p}" / f"p{p}_3d.npz")["joints"])
-    assert any(np.allclose(za["joints"], z, atol=1e-6) for z in zj)
+        zj.append(np.load(tmp_path / f"n{p}" / f"p{p}_3d.npz")["joints_root_relative"])
+    assert any(np.allclose(za["joints_root_relative"], z, atol=1e-6) for z in zj)
 
 
 def test_npz_input_uses_stored_size_and_fps(ckpt, tmp_path):
@@ -160,7 +185,8 @@ def test_npz_input_uses_stored_size_and_fps(ckpt, tmp_path):
     r = lift(src, ckpt, tmp_path / "w", layout="H36M_17", progress=False)
     assert r["fps"] == 50 and r["size"] == SIZE
     z = np.load(tmp_path / "w" / "walk_3d.npz")
-    np.testing.assert_allclose(z["joints"], _model_reference(ckpt, kp, SIZE).numpy(), atol=1e-5)
+    ref = _model_reference(ckpt, kp, SIZE).numpy()
+    np.testing.assert_allclose(z["joints_root_relative"], ref, atol=1e-5)
     # (T, K, 2) input: all found
     src2 = _write_npz(tmp_path / "xy.npz", np.nan_to_num(kp[..., :2].numpy()), width=SIZE[0],
                       height=SIZE[1])  # fmt: skip
@@ -173,8 +199,8 @@ def test_person_selection(ckpt, tmp_path, capsys):
     assert main(["lift", str(CAM02), *base, "--person", "1", "--out", str(tmp_path / "p1")]) == 0
     z1 = np.load(tmp_path / "p1" / f"{CAM02.name}_3d.npz")
     kp1 = to_h36m17(_track(CAM02, 1), "BODY_25B")
-    np.testing.assert_allclose(z1["joints"], _model_reference(ckpt, kp1, SIZE).numpy(),
-                               atol=1e-5)  # fmt: skip
+    ref1 = _model_reference(ckpt, kp1, SIZE).numpy()
+    np.testing.assert_allclose(z1["joints_root_relative"], ref1, atol=1e-5)
     capsys.readouterr()
     assert main(["lift", str(CAM02), *base, "--person", "7", "--out", str(tmp_path / "p7")]) == 2
     err = capsys.readouterr().err.strip()
@@ -190,7 +216,7 @@ def test_flip_equals_naive_flip_average(ckpt, tmp_path):
     kp = torch.cat([torch.nan_to_num(kp[..., :2]), torch.ones_like(kp[..., 2:])], -1)
     src = _write_npz(tmp_path / "f.npz", kp.numpy(), width=SIZE[0], height=SIZE[1])
     lift(src, ckpt, tmp_path / "f", layout="H36M_17", flip=True, progress=False)
-    got = np.load(tmp_path / "f" / "f_3d.npz")["joints"]
+    got = np.load(tmp_path / "f" / "f_3d.npz")["joints_root_relative"]
     # naive: mirror by hand (swap l_/r_ names, negate normalised x), predict, mirror back
     names = list(H36M.names)
     swap = [names.index("l_" + n[2:] if n.startswith("r_") else "r_" + n[2:])
@@ -225,6 +251,10 @@ def test_video_overlay_mp4(ckpt, tmp_path):
              progress=False)  # fmt: skip
     mp4 = tmp_path / "v" / "rec.mp4"
     assert str(mp4) in r["files"]
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    reader = imageio_ffmpeg.read_frames(str(mp4))
+    assert next(reader)["codec"] == "h264"  # browsers play it
+    reader.close()
     cap = cv2.VideoCapture(str(mp4))
     n = 0
     while True:
@@ -247,7 +277,7 @@ def test_videopose3d_checkpoint_equals_direct_call(tmp_path):
         out = tmp_path / f"o{flip}"
         r = lift(src, VP3D, out, layout="H36M_17", flip=flip, progress=False)
         assert r["model"].startswith("videopose3d")
-        got = np.load(out / "v_3d.npz")["joints"]
+        got = np.load(out / "v_3d.npz")["joints_root_relative"]
         model = load_videopose3d(VP3D)
         x = videopose3d_normalize(kp[..., :2], *SIZE).float()
         idx = H36M.flip_index if flip else None
@@ -362,8 +392,9 @@ def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
              progress=False)  # fmt: skip
     assert a["size"] == SIZE
     lift(src, ckpt, tmp_path / "b", layout="H36M_17", size=SIZE, progress=False)
-    np.testing.assert_array_equal(np.load(tmp_path / "a" / "c_3d.npz")["joints"],
-                                  np.load(tmp_path / "b" / "c_3d.npz")["joints"])  # fmt: skip
+    rel = "joints_root_relative"  # the trajectory differs: K from the calibration vs default
+    np.testing.assert_array_equal(np.load(tmp_path / "a" / "c_3d.npz")[rel],
+                                  np.load(tmp_path / "b" / "c_3d.npz")[rel])  # fmt: skip
     with pytest.raises(ValueError, match="cam_01"):
         lift(src, ckpt, tmp_path / "x", layout="H36M_17", calib=calib, camera="nope")
     # intrinsics normalisation with a calibration = cv2.undistortPoints
@@ -396,8 +427,8 @@ def test_reproject_slides_detected_joints_onto_their_rays(ckpt, tmp_path):
 
     placed, _ = _naive_fit_to_rays(plain, rays.numpy(), (~missing).astype(np.float64))
     ref = placed - placed[:, :1]
-    np.testing.assert_allclose(got["joints"], ref, atol=2e-5)
-    assert not np.allclose(got["joints"], plain, atol=1e-3)
+    np.testing.assert_allclose(got["joints_root_relative"], ref, atol=2e-5)
+    assert not np.allclose(got["joints_root_relative"], plain, atol=1e-3)
 
 
 def test_the_bundled_lifter_is_the_default():

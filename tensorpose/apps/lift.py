@@ -1,4 +1,5 @@
-"""``tensorpose lift``: one person's 2D keypoints of a recording -> root-relative 3D files.
+"""``tensorpose lift``: one person's 2D keypoints of a recording -> 3D files: the joints placed
+in the camera frame with the root's trajectory (``root_relative``: the pelvis at the origin).
 
 Check the inputs (keypoints, calibration or size, video, lifter), lift
 (:func:`tensorpose.lift3d.lift_keypoints`), then commit ``<name>_3d.npz``, ``<name>.trc``,
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 
@@ -26,8 +28,10 @@ from ..io.tracks import read_person
 from ..io.video import VideoWriter, iter_video, video_info
 from ..lift3d import lift_keypoints, load_lifter
 from ..ops.camera import camera_to_opensim
+from ..ops.trajectory import path_length
+from ..panel3d import Panel3D
 from ..skeleton import Skeleton
-from ..viz import bone_colours_bgr, draw_lift_frame, orthographic_panel
+from ..viz import bone_colours_bgr, draw_lift_frame
 
 __all__ = ["DEFAULT_FPS", "lift", "output_names", "summary"]
 
@@ -108,6 +112,7 @@ def lift(
     flip: bool = False,
     min_confidence: float = 0.3,
     reproject: bool = False,
+    root_relative: bool = False,
     overwrite: bool = False,
     device: str | torch.device = "cpu",
     vp3d_joints: str | None = None,
@@ -130,11 +135,15 @@ def lift(
         min_confidence: joints below it are missing (bridged).
         reproject: slide the joints onto their 2D rays (see
             :func:`tensorpose.lift3d.lift_keypoints`).
+        root_relative: write root-relative joints (the pelvis at the origin) instead of the
+            joints placed in the camera frame with the root's trajectory.
         vp3d_joints: VideoPose3D input joints (see :func:`tensorpose.lift3d.load_lifter`).
 
     Returns:
         a report: input, kind, layout (+ reason), tracks, person, frames, joints, bridged
-        counts, model, normalisation, size, fps, flip, reproject, files written, seconds.
+        counts, model, normalisation, size, fps, flip, reproject, root_relative, the root's
+        mean depth and distance travelled (metres, up to the lifter's skeleton scale), files
+        written, seconds.
     """
     t0 = time.perf_counter()
     src = Path(input)
@@ -143,7 +152,7 @@ def lift(
     _check_options(size, calib, camera, fps)
     outputs = OutputFolder(out_dir, output_names(name), inputs=[src, checkpoint, calib, video],
                            overwrite=overwrite)  # fmt: skip
-    kp = read_person(src, layout, person, progress)
+    kp = read_person(src, layout, person, progress, min_confidence)
     K = dist = None
     if calib is not None:
         K, dist, size = _calibration_camera(calib, camera)
@@ -157,22 +166,24 @@ def lift(
     if video is not None:
         _check_video(video, T, size)
     lifter = load_lifter(checkpoint, device, vp3d_joints)
-    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject)
+    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject, fps_used)
     skel_in = lifter.skeleton_in
     with outputs:
-        _write_files(outputs, name, r, skel_in, lifter.skeleton_out, fps_used)
+        _write_files(outputs, name, r, skel_in, lifter.skeleton_out, fps_used, root_relative)
         if video is not None:
             _write_video(outputs.path(f"{name}.mp4"), video, r, skel_in, lifter.skeleton_out,
-                         fps_used, progress)  # fmt: skip
+                         fps_used, progress, root_relative)  # fmt: skip
         written = outputs.commit()
     return _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence,
-                   out_dir, written, t0)  # fmt: skip
+                   out_dir, written, t0) | {"root_relative": root_relative}  # fmt: skip
 
 
 def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence, out_dir,
             written, t0) -> dict[str, Any]:  # fmt: skip
     """What :func:`lift` did (see its Returns)."""
     return {
+        "root_depth_m": float(r["root"][:, 2].mean()),
+        "distance_m": float(path_length(r["root"])),
         "input": str(src),
         "kind": kp.kind,
         "layout": kp.layout,
@@ -199,18 +210,37 @@ def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confid
     }
 
 
+MAX_VIDEO_HEIGHT = 1080
+"""The MP4's frames are scaled down to at most this height (encoding time, browsers)."""
+AXES_NPZ = "camera frame: x right, y down, z forward (the camera at the origin), metres"
+AXES_TRC = ("X/Y/Z: camera frame turned Y up (x, -y, -z): X right, Y up, Z towards the camera "
+            "(the camera at the origin), metres")  # fmt: skip
+
+
 def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
-                 skel_out: Skeleton, fps: float) -> None:  # fmt: skip
-    """The npz, TRC, CSV and skeleton picture into the staging folder."""
-    joints = r["joints"].double()
+                 skel_out: Skeleton, fps: float, root_relative: bool) -> None:  # fmt: skip
+    """The npz, TRC, CSV and skeleton picture into the staging folder: joints placed with the
+    root's trajectory, or root-relative (``root_relative``, the files as they were before
+    the trajectory existed)."""
+    rel = r["joints"].double()
+    joints = rel if root_relative else rel + r["root"].double()[:, None]
     names = list(skel_out.names)
-    write_npz(outputs.path(f"{name}_3d.npz"), {
+    arrays = {
         "joints": joints.float().numpy(), "names": np.array(names), "fps": np.float64(fps),
         "missing": r["missing"].numpy(), "input_names": np.array(skel_in.names),
         "keypoints_2d": r["pixels"].float().numpy(),
-    })  # fmt: skip
+    }  # fmt: skip
+    if not root_relative:
+        arrays |= {
+            "root": r["root"].float().numpy(), "root_raw": r["root_raw"].float().numpy(),
+            "joints_root_relative": rel.float().numpy(), "axes": np.array(AXES_NPZ),
+        }  # fmt: skip
+    write_npz(outputs.path(f"{name}_3d.npz"), arrays)
     up = camera_to_opensim(joints).numpy()
-    axes = "X/Y/Z: camera frame turned Y up (x, -y, -z), root-relative, metres"
+    if root_relative:
+        axes = "X/Y/Z: camera frame turned Y up (x, -y, -z), root-relative, metres"
+    else:
+        axes = AXES_TRC
     write_trc(outputs.path(f"{name}.trc"), up, names, fps, units="m", axes=axes)
     write_csv(outputs.path(f"{name}.csv"), up, names, fps, units="m")
     T = joints.shape[0]
@@ -222,22 +252,30 @@ def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
 
 
 def _write_video(path: Path, video, r: dict, skel_in: Skeleton, skel_out: Skeleton, fps: float,
-                 progress: bool) -> None:  # fmt: skip
-    """2D skeleton over each frame, the 3D skeleton beside (frames decoded once, in order)."""
+                 progress: bool, root_relative: bool) -> None:  # fmt: skip
+    """2D skeleton over each frame, the 3D panel beside (:class:`tensorpose.panel3d.Panel3D`;
+    frames decoded once, in order, scaled down to :data:`MAX_VIDEO_HEIGHT`)."""
     from tqdm import tqdm
 
-    px = r["pixels"].round().long().numpy()
     miss = r["missing"].numpy()
-    T = len(px)
-    panel = None
+    rel = r["joints"].double()
+    joints = (rel if root_relative else rel + r["root"].double()[:, None]).numpy()
+    T = len(miss)
+    panel = px = None
     with VideoWriter(path, fps) as writer:
         frames = tqdm(iter_video(video, T), total=T, desc="video", leave=False,
                       disable=not progress or T < 300)  # fmt: skip
         for t, frame in enumerate(frames):  # a loop over frames (decoding and drawing)
+            s = min(1.0, MAX_VIDEO_HEIGHT / frame.shape[0])
+            if s < 1.0:
+                frame = cv2.resize(frame, (round(frame.shape[1] * s), round(frame.shape[0] * s)),
+                                   interpolation=cv2.INTER_AREA)  # fmt: skip
             if panel is None:
-                panel = orthographic_panel(r["joints"].double(), frame.shape[0])
-                panel = panel.round().long().numpy()
-            writer.write(draw_lift_frame(frame, px[t], miss[t], panel[t], skel_in, skel_out))
+                px = ((r["pixels"] + 0.5) * s - 0.5).round().long().numpy()
+                panel = Panel3D(joints, skel_out.names, skel_out.bones,
+                                bone_colours_bgr(skel_out), frame.shape[0], fps,
+                                root=skel_out.root)  # fmt: skip
+            writer.write(draw_lift_frame(frame, px[t], miss[t], panel.draw(t), skel_in))
 
 
 def _dropped(n: int) -> str:
@@ -266,6 +304,9 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"  model {r['model']}, {r['normalization']} normalisation, size {size}, {fps}"
         + (", test-time flip" if r["flip"] else "")
         + (", joints slid onto their 2D rays" if r["reproject"] else ""),
+        f"  root: mean depth {r['root_depth_m']:.2f} m, travelled {r['distance_m']:.2f} m "
+        "(camera frame, up to the lifter's skeleton scale); files "
+        + ("root-relative" if r["root_relative"] else "with the trajectory"),
         f"wrote {len(r['files'])} files to {r['out_dir']} ({r['seconds']:.1f} s):",
         *[f"  {f}" for f in r["files"]],
     ]

@@ -116,7 +116,9 @@ class _Staged:
                                     else to_coco18(p["keypoints"].numpy()))  # fmt: skip
             names = [f"{Path(n).stem if not self.video else n}_{t:012d}_keypoints.json"
                      for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
-            write_openpose(torch.from_numpy(kp), self.outputs.path("openpose") / self.sub, names)
+            write_openpose(torch.from_numpy(kp), self.outputs.path("openpose") / self.sub, names,
+                           "BLAZEPOSE_33" if kp.shape[2] == 33 else "COCO_18",
+                           identities=any("track" in p for p in shown))  # fmt: skip
         if self.which["draw"]:
             for img, name, p in zip(frames.images, frames.names, shown, strict=True):
                 drawn = draw_people(img, p, self.min_kp, self.skeleton, COCO_LINKS)

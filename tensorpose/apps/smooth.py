@@ -113,7 +113,8 @@ def smooth_folder(
             xy = sm.permute(2, 0, 1, 3)
             dst = outputs.staging if single else outputs.path(folder.name)
             write_openpose(torch.cat([xy, tracks.keypoints[..., 2:]], -1), dst,
-                           [f.name for f in tracks.files])  # fmt: skip
+                           [f.name for f in tracks.files], tracks.layout,
+                           identities=True)  # fmt: skip
             entry["out_dir"] = out_root if single else out_root / folder.name
             entry["picture"] = None
             if pick is not None:

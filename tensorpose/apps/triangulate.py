@@ -1,8 +1,8 @@
 """``tensorpose triangulate``: one keypoint folder per calibrated camera -> 3D joints.
 
-Check the inputs (:func:`tensorpose.multiview.read_cameras`), triangulate
-(:func:`tensorpose.multiview.triangulate_cameras`), then commit ``<name>_3d.trc`` (valid joints,
-metres, the calibration's world frame; the axes on the file's first line), ``<name>_3d.npz``
+Check the inputs (:func:`tensorpose.multiview.open_recording`), triangulate a chunk of frames
+at a time (:func:`tensorpose.multiview.triangulate_cameras`), then commit ``<name>_3d.trc``
+(valid joints, metres, the TRC axes on the file's first line), ``<name>_3d.npz``
 (``points``, ``errors``, ``mean_error``, ``used``, ``valid``, ``person``, ``names``,
 ``cameras``, ``folders``, ``fps``, ``units``) and ``<name>_3d_errors.png`` all at once.
 
@@ -26,12 +26,23 @@ from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
 from ..layouts import marker_names
-from ..motion3d import Filter3D, axes_text, check_axes, filter_points, find_fps, to_axes
+from ..motion3d import (
+    POSE2SIM_MAX_GAP,
+    Filter3D,
+    axes_text,
+    check_axes,
+    filter_points,
+    find_fps,
+    to_axes,
+)
 from ..multiperson import MAX_PEOPLE, centres, triangulate_cameras_people
 from ..multiview import (
+    CHUNK_FRAMES,
+    check_agreement,
+    check_chunk,
     check_options,
     find_camera_folders,
-    read_cameras,
+    open_recording,
     summarize,
     triangulate_cameras,
 )
@@ -69,6 +80,16 @@ def _fps(tracks_dir: Path, fps: float | None) -> tuple[float, str]:
     return find_fps(tracks_dir, folders, fps, BUNDLED_FPS if is_bundled else None)
 
 
+def _filter3d(axes: str, filter: str, cutoff: float, max_gap: int | None,
+              drop: str) -> Filter3D:  # fmt: skip
+    """The 3D filter (:class:`~..motion3d.Filter3D`) after checking ``axes``; with
+    ``drop="pose2sim"`` and no ``max_gap``, Pose2Sim's gap filling (linear, up to 20 frames)."""
+    check_axes(axes)
+    if max_gap is None and drop == "pose2sim":
+        max_gap = POSE2SIM_MAX_GAP
+    return Filter3D(filter, cutoff, max_gap=max_gap)
+
+
 def triangulate_folder(
     tracks_dir: str | os.PathLike,
     calib_path: str | os.PathLike,
@@ -89,6 +110,7 @@ def triangulate_folder(
     filter: str = "none",
     cutoff: float = 6.0,
     max_gap: int | None = None,
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> dict:
     """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
@@ -102,31 +124,33 @@ def triangulate_folder(
             stem (default: ``tracks_dir``'s name). plot: write the PNG. overwrite: replace.
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
-            stay in the calibration's. filter, cutoff, max_gap: :class:`~..motion3d.Filter3D`.
+            stay in the calibration's. filter, cutoff, max_gap: :func:`_filter3d`.
+        chunk_frames: frames read and triangulated at a time (bounded memory, same result).
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
     filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
-    check_axes(axes)
-    filt = Filter3D(filter, cutoff, max_gap=max_gap)
+    check_chunk(chunk_frames)
+    filt = _filter3d(axes, filter, cutoff, max_gap, drop)
     if check_people(people) is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
                               layout, plot, overwrite, device, (axes, filt),
-                              min_confidence=min_confidence,
+                              chunk_frames=chunk_frames, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
                               association_px=association_px, drop=drop)  # fmt: skip
     names = output_names(name)
-    outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
-                           overwrite=overwrite)  # fmt: skip
+    outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
     check_options(min_confidence, max_reprojection_px, drop)
     fps, source = _fps(tracks_dir, fps)
     filt.check_fps(fps)
-    cams = read_cameras(tracks_dir, calib_path, layout)
+    cams = open_recording(tracks_dir, calib_path, layout)
     tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
-                              max_reprojection_px=max_reprojection_px, drop=drop,
-                              device=device)  # fmt: skip
+                              max_reprojection_px=max_reprojection_px, drop=drop, device=device,
+                              chunk_frames=chunk_frames)  # fmt: skip
+    agreement = check_agreement(cams, [tri], min_confidence, max_reprojection_px, calib_path,
+                                chunk_frames)  # fmt: skip
     with outputs:
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
@@ -137,17 +161,11 @@ def triangulate_folder(
                                         tri.names, max_reprojection_px, title)  # fmt: skip
         written = outputs.commit()
     return {
-        "tracks_dir": str(tracks_dir),
-        "outputs": {p.suffix[1:]: str(p) for p in written},
-        "cameras": cams.names,
-        "folders": [f.name for f in cams.folders],
-        "calibration": str(calib_path),
-        "layout": cams.layout,
-        "fps": fps,
-        "fps_source": source,
-        **figures,
-        **summarize(tri),
-    }
+        "tracks_dir": str(tracks_dir), "outputs": {p.suffix[1:]: str(p) for p in written},
+        "cameras": cams.names, "folders": [f.name for f in cams.folders],
+        "calibration": str(calib_path), "layout": cams.layout, "fps": fps,
+        "fps_source": source, "camera_agreement": agreement, **figures, **summarize(tri),
+    }  # fmt: skip
 
 
 def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path: Path,
@@ -193,9 +211,12 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     check_options(options["min_confidence"], options["max_reprojection_px"], options["drop"])
     fps, source = _fps(tracks_dir, fps)
     how[1].check_fps(fps)
-    cams = read_cameras(tracks_dir, calib_path, layout)
+    cams = open_recording(tracks_dir, calib_path, layout)
     tris = triangulate_cameras_people(cams, None if people == "auto" else people,
                                       device=device, **options)  # fmt: skip
+    agreement = check_agreement(cams, tris, options["min_confidence"],
+                                options["max_reprojection_px"], calib_path,
+                                options["chunk_frames"])  # fmt: skip
     with outputs:
         figures = [_write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path,
                               fps, how, f", person {k + 1} of {len(tris)}")
@@ -217,6 +238,7 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         "layout": cams.layout,
         "fps": fps,
         "fps_source": source,
+        "camera_agreement": agreement,
         "people": per,
         **{k: per[0][k] for k in ("frames", "joints", "axes", "filter")},
     }
@@ -239,6 +261,15 @@ def _output_lines(r: dict) -> list[str]:
     return lines
 
 
+def _camera_lines(r: dict) -> list[str]:
+    """Per camera: its folder, the median reprojection error of its detections against the
+    3D joints and the share of the joints that used it."""
+    return [f"  camera {a['camera']}: {a['folder']}, median reprojection error "
+            + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")
+            + f", in {a['used']:.0%} of the valid joints"
+            for a in r["camera_agreement"]]  # fmt: skip
+
+
 def summary(r: dict) -> list[str]:
     """The lines ``tensorpose triangulate`` prints."""
     if "people" in r:
@@ -248,7 +279,7 @@ def summary(r: dict) -> list[str]:
     return [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}",
-        *[f"  camera {c}: {f}" for c, f in zip(r["cameras"], r["folders"], strict=True)],
+        *_camera_lines(r),
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
         *_output_lines(r),
@@ -260,7 +291,7 @@ def _people_summary(r: dict) -> list[str]:
     lines = [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}; {len(r['people'])} people",
-        *[f"  camera {c}: {f}" for c, f in zip(r["cameras"], r["folders"], strict=True)],
+        *_camera_lines(r),
     ]
     for k, p in enumerate(r["people"]):  # one line per person (a handful)
         med = p["median_reprojection_px"]

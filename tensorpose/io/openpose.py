@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout
+from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_evidence, layout_from_evidence
 from .files import _size, read_bytes
 
 __all__ = [
@@ -46,15 +46,21 @@ __all__ = [
     "MAX_GAP",
     "MAX_TRACKS_BYTES",
     "MIN_TRACK_KEYPOINTS",
+    "Frame",
+    "FrameFiles",
     "LinkedTracks",
     "OpenPoseError",
     "bundled_tracks",
+    "first_person",
     "found",
     "frame_files",
+    "identified_tracks",
     "link_detections",
     "link_tracks",
+    "openpose_evidence",
     "openpose_folders",
     "read_openpose_detections",
+    "read_openpose_files",
     "read_openpose_frames",
     "write_openpose",
 ]
@@ -123,6 +129,9 @@ def openpose_folders(path: str | os.PathLike) -> list[Path]:
     return subs
 
 
+_NUMBERS = frozenset({int, float})
+
+
 def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
     """``(K, 3)`` from one person's ``pose_keypoints_2d``; ``None`` for an empty list."""
     if not isinstance(kp, list):
@@ -134,8 +143,8 @@ def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
             f"{path}: people[{i}].pose_keypoints_2d has {len(kp)} numbers, "
             "not a multiple of 3 (x, y, confidence)"
         )
-    bad = next((v for v in kp if type(v) not in (int, float)), None)
-    if bad is not None:
+    if not set(map(type, kp)) <= _NUMBERS:  # the scan in C; the error finds the culprit
+        bad = next(v for v in kp if type(v) not in _NUMBERS)
         raise OpenPoseError(
             f"{path}: people[{i}].pose_keypoints_2d has {repr(bad)[:40]}, not a number"
         )
@@ -153,7 +162,27 @@ def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
     return arr
 
 
-def _parse_frame(path: Path) -> list[np.ndarray]:
+class Frame(NamedTuple):
+    """One OpenPose frame file: its people ``(K, 3)`` each, their ``person_id`` (-1 where the
+    file gives none, or OpenPose's ``[-1]``) and the layout the file records
+    (``keypoint_layout``, written by tensorpose; ``None``: none)."""
+
+    people: list[np.ndarray]
+    ids: list[int]
+    layout: str | None
+
+
+def _person_id(person: dict) -> int:
+    """A person's ``person_id`` (a list of one integer >= 0, as tensorpose writes it); -1 for
+    anything else (OpenPose writes ``[-1]``: people are not identified)."""
+    pid = person.get("person_id")
+    if isinstance(pid, list) and len(pid) == 1:
+        pid = pid[0]
+    ok = isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < 2**31
+    return pid if ok else -1
+
+
+def _parse_frame(path: str | Path) -> Frame:
     text = read_bytes(path, MAX_FRAME_BYTES, "OpenPose frame file")
     try:
         data = json.loads(text.decode("utf-8"))
@@ -165,13 +194,15 @@ def _parse_frame(path: Path) -> list[np.ndarray]:
         raise OpenPoseError(f"{path}: malformed JSON: nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("people"), list):
         raise OpenPoseError(f"{path}: expected an object with a 'people' list")
-    people = []
+    people, ids = [], []
     for i, person in enumerate(data["people"]):
         kp = person.get("pose_keypoints_2d") if isinstance(person, dict) else None
         arr = _person(path, i, kp)
         if arr is not None:
             people.append(arr)
-    return people
+            ids.append(_person_id(person))
+    layout = data.get("keypoint_layout")
+    return Frame(people, ids, layout if layout in LAYOUTS else None)
 
 
 def found(keypoints: torch.Tensor | np.ndarray):
@@ -182,14 +213,92 @@ def found(keypoints: torch.Tensor | np.ndarray):
     return (c > 0) & lib.isfinite(x) & lib.isfinite(y) & ~((x == 0) & (y == 0))
 
 
-def read_openpose_detections(
-    folder: str | os.PathLike, layout: str | None = None, progress: bool = False
-) -> tuple[list[np.ndarray], list[Path], str, str, int]:
-    """:func:`read_openpose_frames` plus why that layout (given, or the detection's evidence)
-    and the count of people ignored for having no found keypoint; ``progress``: a bar while
-    reading folders of 300 files or more."""
+def first_person(files: Sequence[str | Path]) -> tuple[int, Path] | None:
+    """The keypoint count of the first person listed in ``files`` (time order) and its file;
+    ``None`` when no file lists anyone. Reads up to that file."""
+    for path in files:  # stops at the first file that lists a person
+        people = _parse_frame(path).people
+        if people:
+            return people[0].shape[0], Path(path)
+    return None
+
+
+class FrameFiles(NamedTuple):
+    """What :func:`read_openpose_files` returns.
+
+    Attributes:
+        frames: per file ``(P_t, K, 3)`` the people with a found keypoint (values as in the
+            file).
+        ignored: people without any found keypoint (left out).
+        ids: per file the ``person_id`` of those people, when every file records its layout
+            (written by :func:`write_openpose`, whose ``person_id`` is -1 unless the people
+            are tracks) and every person has one (>= 0, unique within a file: e.g. the tracks
+            ``smooth`` writes); else ``None``. OpenPose's own ``[-1]``, or ids from files
+            without a recorded layout, are not taken as identities.
+        layout: the layout every file records (``keypoint_layout``), else ``None``.
+    """
+
+    frames: list[np.ndarray]
+    ignored: int
+    ids: list[np.ndarray] | None
+    layout: str | None
+
+
+def read_openpose_files(
+    files: Sequence[str | Path], keypoints: int, where: str, progress: str | None = None
+) -> FrameFiles:
+    """Parse OpenPose frame files whose people have ``keypoints`` keypoints each.
+
+    Args:
+        keypoints: ``K`` every person must have; where: what set it (named in the error).
+        progress: a progress bar's description (``None``: no bar).
+
+    Raises:
+        OpenPoseError: a malformed file, a person without ``K`` keypoints (the file named).
+    """
     from tqdm import tqdm
 
+    frames, ids, layouts, ignored, K = [], [], set(), 0, keypoints
+    identified = True
+    for path in tqdm(files, desc=progress, unit="file", disable=progress is None,
+                     leave=False):  # fmt: skip  # one parse per file
+        frame = _parse_frame(path)
+        for p in frame.people:
+            if p.shape[0] != K:
+                raise OpenPoseError(
+                    f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
+                )
+        keep = found(np.stack(frame.people)).any(-1).tolist() if frame.people else []
+        kept = [p for p, k in zip(frame.people, keep, strict=True) if k]
+        ignored += len(frame.people) - len(kept)
+        frames.append(np.stack(kept) if kept else np.zeros((0, K, 3)))
+        layouts.add(frame.layout)
+        if identified:
+            pid = np.array([i for i, k in zip(frame.ids, keep, strict=True) if k], np.int64)
+            identified = (frame.layout is not None and bool((pid >= 0).all())
+                          and len(np.unique(pid)) == len(pid))  # fmt: skip
+            ids.append(pid)
+    layout = layouts.pop() if len(layouts) == 1 else None
+    if layout is not None and len(LAYOUTS[layout]) != K:
+        layout = None
+    return FrameFiles(frames, ignored, ids if identified else None, layout)
+
+
+def openpose_evidence(frames: Sequence[np.ndarray], keypoints: int) -> tuple[int, dict]:
+    """:func:`tensorpose.layouts.layout_evidence` of OpenPose detections ``(P_t, K, 3)`` (joints
+    not found count as confidence 0)."""
+    everyone = np.concatenate([np.zeros((0, keypoints, 3)), *frames])
+    everyone[..., 2] = np.where(found(everyone), everyone[..., 2], 0.0)
+    return layout_evidence(everyone)
+
+
+def read_openpose_detections(
+    folder: str | os.PathLike, layout: str | None = None, progress: bool = False
+) -> tuple[list[np.ndarray], list[Path], str, str, int, list[np.ndarray] | None]:
+    """:func:`read_openpose_frames` plus why that layout (given, recorded in the files, or the
+    detection's evidence), the count of people ignored for having no found keypoint and the
+    people's identities when the files give them (:class:`FrameFiles`); ``progress``: a bar
+    while reading folders of 300 files or more."""
     folder = Path(folder)
     if not folder.exists():
         raise FileNotFoundError(f"OpenPose folder not found: {folder}")
@@ -200,38 +309,24 @@ def read_openpose_detections(
         raise OpenPoseError(f"{folder}: no OpenPose .json files")
     if layout is not None:
         check_layout(layout)
-    K = len(LAYOUTS[layout]) if layout is not None else None
-    first_file = None
-    frames: list[np.ndarray | None] = []
-    ignored = 0
-    long = progress and len(files) >= 300
-    for path in tqdm(files, desc=f"reading {folder.name}", unit="file", disable=not long,
-                     leave=False):  # fmt: skip  # one parse per file
-        people = _parse_frame(path)
-        for p in people:
-            if K is None:
-                K, first_file = p.shape[0], path
-            if p.shape[0] != K:
-                where = f"{first_file}" if first_file is not None else f"layout {layout}"
-                raise OpenPoseError(
-                    f"{path}: a person has {p.shape[0]} keypoints, expected {K} (as in {where})"
-                )
-        kept = [p for p in people if found(p).any()]
-        ignored += len(people) - len(kept)
-        frames.append(np.stack(kept) if kept else None)
-    if K is None:
-        raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
-    frames = [f if f is not None else np.zeros((0, K, 3)) for f in frames]
+        K, where = len(LAYOUTS[layout]), f"layout {layout}"
+    else:
+        first = first_person(files)
+        if first is None:
+            raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
+        K, where = first[0], f"{first[1]}"
+    bar = f"reading {folder.name}" if progress and len(files) >= 300 else None
+    frames, ignored, ids, recorded = read_openpose_files(files, K, where, bar)
     if layout is not None:
         reason = f"{layout} as given"
+    elif recorded is not None:
+        layout, reason = recorded, f"{recorded} as recorded in the files (keypoint_layout)"
     else:
-        everyone = np.concatenate(frames)
-        everyone[..., 2] = np.where(found(everyone), everyone[..., 2], 0.0)
         try:
-            layout, reason = detect_layout(everyone)
+            layout, reason = layout_from_evidence(openpose_evidence(frames, K))
         except ValueError as e:
-            raise OpenPoseError(f"{first_file}: {e}") from None
-    return frames, files, layout, reason, ignored
+            raise OpenPoseError(f"{where}: {e}") from None
+    return frames, files, layout, reason, ignored, ids
 
 
 def read_openpose_frames(
@@ -252,7 +347,7 @@ def read_openpose_frames(
             that differ between people/frames or do not fit ``layout`` (the message names the
             file).
     """
-    frames, files, layout, _, _ = read_openpose_detections(folder, layout)
+    frames, files, layout, *_ = read_openpose_detections(folder, layout)
     return frames, files, layout
 
 
@@ -493,6 +588,21 @@ def link_detections(
     return LinkedTracks(out, dropped, retired)
 
 
+def identified_tracks(frames: Sequence[np.ndarray], ids: Sequence[np.ndarray]) -> torch.Tensor:
+    """``(T, P, K, 3)`` tracks of detections whose identities the files give (``ids``: per
+    frame the track of each person, e.g. the ``person_id`` that ``smooth`` writes): track ``p``
+    is the ``p``-th smallest identity; NaN where a track is absent.
+
+    Raises:
+        ValueError: the result over :data:`MAX_TRACKS_BYTES` (the limit named).
+    """
+    flat, counts = _check_frames(frames)
+    every = np.concatenate([np.zeros(0, np.int64), *ids])
+    _, track = np.unique(every, return_inverse=True)
+    n = int(track.max(initial=-1)) + 1
+    return _scatter(flat, counts, torch.from_numpy(track.reshape(-1)), n)
+
+
 def link_tracks(
     frames: Sequence[torch.Tensor | np.ndarray],
     max_distance: float | None = None,
@@ -521,10 +631,16 @@ def link_tracks(
 
 
 def write_openpose(
-    keypoints: torch.Tensor, folder: str | os.PathLike, names: Sequence[str]
+    keypoints: torch.Tensor,
+    folder: str | os.PathLike,
+    names: Sequence[str],
+    layout: str | None = None,
+    identities: bool = False,
 ) -> list[Path]:
-    """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order,
-    ``person_id = [track]``).
+    """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order;
+    ``person_id = [track]`` with ``identities`` (the tracks are people followed over time, and
+    :func:`read_openpose_files` reads them back as such), else OpenPose's ``[-1]``; the
+    ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one).
 
     A track is written in a frame when any of its confidences there is finite and > 0. NaN
     coordinates are written as 0 and NaN confidences as 0 (OpenPose's "not detected"), so a
@@ -540,6 +656,8 @@ def write_openpose(
     T = keypoints.shape[0]
     if len(names) != T:
         raise ValueError(f"names must hold T={T} file names, got {len(names)}")
+    if layout is not None:
+        check_layout(layout, keypoints.shape[2])
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     kp = keypoints.detach().to("cpu", torch.float64)
@@ -550,7 +668,7 @@ def write_openpose(
     for t in range(T):  # one file per frame
         people = [
             {
-                "person_id": [int(p)],
+                "person_id": [int(p) if identities else -1],
                 "pose_keypoints_2d": [round(float(v), 6) for v in flat[t, p]],
                 "face_keypoints_2d": [],
                 "hand_left_keypoints_2d": [],
@@ -564,6 +682,7 @@ def write_openpose(
         ]
         path = folder / names[t]
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"version": 1.3, "people": people}, f)
+            head = {"version": 1.3} | ({"keypoint_layout": layout} if layout else {})
+            json.dump(head | {"people": people}, f)
         paths.append(path)
     return paths

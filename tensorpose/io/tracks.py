@@ -35,7 +35,13 @@ import torch
 
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
 from .files import MAX_FILE_BYTES, check_regular_file, read_text
-from .openpose import OpenPoseError, found, link_detections, read_openpose_detections
+from .openpose import (
+    OpenPoseError,
+    found,
+    identified_tracks,
+    link_detections,
+    read_openpose_detections,
+)
 from .safe_pickle import _MAX_HEADER, _read_header
 
 __all__ = ["Detections", "Keypoints2D", "Tracks", "read_detections", "read_person", "read_tracks"]
@@ -61,6 +67,8 @@ class Detections:
         kind: ``openpose``, ``coco`` or ``npz``.
         files: OpenPose frame files (else empty).
         ignored_people: OpenPose people without any found keypoint.
+        ids: OpenPose files that identify their people (``person_id``, as ``smooth`` writes
+            them): per frame each person's identity; else ``None`` (linked by position).
         fps, size: npz only, when stored.
     """
 
@@ -72,6 +80,7 @@ class Detections:
     ignored_people: int = 0
     fps: float | None = None
     size: tuple[int, int] | None = None
+    ids: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -309,8 +318,8 @@ def read_detections(
     if layout is not None:
         check_layout(layout)
     if src.is_dir():
-        frames, files, lay, reason, ignored = read_openpose_detections(src, layout, progress)
-        return Detections(frames, lay, reason, "openpose", files, ignored)
+        frames, files, lay, reason, ignored, ids = read_openpose_detections(src, layout, progress)
+        return Detections(frames, lay, reason, "openpose", files, ignored, ids=ids)
     check_regular_file(src, MAX_JSON_BYTES, "keypoint file")
     if src.suffix.lower() == ".npz":
         arr, fps, size = _read_npz(src)
@@ -362,6 +371,9 @@ def read_tracks(
     dropped = retired = 0
     if det.kind == "npz":  # one person, as stored
         raw = torch.from_numpy(np.stack(det.frames))
+    elif det.ids is not None:  # people identified in the files (e.g. by smooth): as given
+        raw = identified_tracks(det.frames, det.ids)
+        raw.masked_fill_(~found(raw)[..., None], float("nan"))
     else:
         raw, dropped, retired = link_detections(det.frames, max_distance)
         raw.masked_fill_(~found(raw)[..., None], float("nan"))  # OpenPose's "not found"
@@ -373,17 +385,22 @@ def read_tracks(
                   retired)  # fmt: skip
 
 
-def _pick_person(tracks: torch.Tensor, person: int | None, source: Path) -> tuple[int, list[int]]:
-    """``tracks (T, P, K, 3)``: the chosen track (default: the longest, i.e. the one with
-    the most found keypoints over all frames; ties: the first) and the frames each track is
-    present in."""
+def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
+                 source: Path) -> tuple[int, list[int]]:  # fmt: skip
+    """``tracks (T, P, K, 3)``: the chosen track (default: the best covered, i.e. the one with
+    the most frames in which every joint of the lifter's skeleton (``h36m17``, made from the
+    layout) is found; ties: the most found keypoints over all frames, then the first) and the
+    frames each track is present in."""
     seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
     counts = [int(n) for n in seen.any(-1).sum(0)]
     if not counts:
         raise ValueError(f"{source}: no person in any frame")
     if person is None:
+        whole = torch.isfinite(to_h36m17(tracks, layout)[..., :2]).all(-1).all(-1)  # (T, P)
+        covered = whole.sum(0).tolist()
         keypoints = seen.sum((0, 2)).tolist()
-        return max(range(len(counts)), key=lambda p: (keypoints[p], -p)), counts
+        best = max(range(len(counts)), key=lambda p: (covered[p], keypoints[p], -p))
+        return best, counts
     if not 0 <= person < len(counts):
         raise ValueError(
             f"--person {person}: {source} has {len(counts)} track(s) (0..{len(counts) - 1}; "
@@ -397,14 +414,17 @@ def read_person(
     layout: str | None = None,
     person: int | None = None,
     progress: bool = False,
+    min_confidence: float = 0.3,
 ) -> Keypoints2D:
     """Read one person's 2D keypoints from an OpenPose folder, a COCO results JSON or an npz.
 
     Args:
         path: an OpenPose JSON folder, a ``.json`` COCO results file or an ``.npz``.
         layout: keypoint layout (default: detected from the keypoint count and geometry).
-        person: track index (default: the longest track: most found keypoints over all
-            frames).
+        person: track index (default: the best covered track, after linking: the most frames
+            with every joint the lifter needs; ties: the most found keypoints; both counting
+            the joints of confidence ``min_confidence`` or more, the ones ``lift`` uses: the
+            choice is the same before and after ``smooth``, which keeps only those).
         progress: a progress bar while reading an OpenPose folder of 300 files or more.
 
     Returns:
@@ -416,10 +436,11 @@ def read_person(
             file's (both counts named), ``person`` out of range (the track count named).
     """
     src = Path(path)
-    tracks = read_tracks(src, layout, 0.0, progress=progress)
+    tracks = read_tracks(src, layout, min_confidence, progress=progress)
     if tracks.kind == "npz" and person not in (None, 0):
         raise ValueError(f"--person {person}: {src} holds one person (track 0)")
-    p, counts = _pick_person(tracks.raw, person, src)
+    p, _ = _pick_person(tracks.keypoints, tracks.layout, person, src)
+    counts = [int(n) for n in torch.isfinite(tracks.raw[..., :2]).all(-1).any(-1).sum(0)]
     return Keypoints2D(tracks.raw[:, p].clone(), tracks.layout, tracks.layout_reason,
                        tracks.kind, counts, p, tracks.fps, tracks.size,
                        tracks.dropped_detections)  # fmt: skip

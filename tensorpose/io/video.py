@@ -2,13 +2,17 @@
 once in batches of frames (counts and sizes checked), and an MP4 written from finished frames.
 
 The commands never decode a video twice: :func:`iter_frames` yields :class:`FrameBatch` es of
-``(H, W, 3)`` uint8 RGB frames; :class:`VideoWriter` takes BGR frames the drawing code made.
+``(H, W, 3)`` uint8 RGB frames; :class:`VideoWriter` takes BGR frames the drawing code made
+and writes H.264 (browsers play it) when ``imageio-ffmpeg`` is installed, else mp4v.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +94,15 @@ class ImageReadError(ValueError):
 REDUCED_FLAGS = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
                  4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}  # fmt: skip
 """Decoding reduction -> OpenCV flag (libjpeg's scaled IDCT for JPEG files)."""
+_RGB = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10: the decoder writes RGB itself
+
+
+def decode_rgb(data: np.ndarray, reduction: int) -> np.ndarray | None:
+    """``(H, W, 3)`` uint8 RGB at ``reduction``, or None when OpenCV cannot decode it."""
+    if _RGB is None:
+        img = cv2.imdecode(data, REDUCED_FLAGS[reduction])
+        return None if img is None else cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return cv2.imdecode(data, (REDUCED_FLAGS[reduction] & ~cv2.IMREAD_COLOR) | _RGB)
 
 
 def is_jpeg(data: np.ndarray) -> bool:
@@ -132,7 +145,7 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
         raise ValueError(f"reduction must be 1, 2, 4 or 8, got {reduction!r}")
     if reduction > 1 and not is_jpeg(data):
         reduction = 1
-    img = cv2.imdecode(data, REDUCED_FLAGS[reduction]) if data.size else None
+    img = decode_rgb(data, reduction) if data.size else None
     if img is None:
         raise ImageReadError(
             f"{path}: cannot decode image ({data.size} bytes; corrupt, truncated or not an image)"
@@ -144,7 +157,7 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
             f"{path}: decoded size {img.shape[1]}x{img.shape[0]} differs from the annotated "
             f"{expected_size[0]}x{expected_size[1]}"
         )
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return img
 
 
 @dataclass
@@ -367,28 +380,127 @@ def count_frames(path: str | Path) -> int | None:
     return n or None
 
 
+def _ffmpeg_exe() -> str | None:
+    """The ffmpeg binary shipped by ``imageio-ffmpeg`` (``None`` when it is not installed)."""
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        return None
+    return imageio_ffmpeg.get_ffmpeg_exe()
+
+
 class VideoWriter:
-    """An MP4 (mp4v) written from finished BGR frames; the size is the first frame's."""
+    """An MP4 written from finished BGR frames of one size (the first frame's).
 
-    def __init__(self, path: str | Path, fps: float) -> None:
-        self.path, self.fps = Path(path), fps
+    H.264 (``libx264``, ``yuv420p``, ``+faststart``: browsers play it) through the ffmpeg
+    binary of ``imageio-ffmpeg`` (``pip install tensorpose[viz]``), frames piped to it raw;
+    an odd width or height gets one black row or column (yuv420p needs even sizes). Without
+    ``imageio-ffmpeg``, OpenCV's ``mp4v`` with a one-line notice on stderr. The file is
+    written under a temporary name beside ``path`` and renamed to ``path`` when closed
+    cleanly; on an error (or an exception in a ``with`` block) nothing is left at ``path``.
+
+    Attributes:
+        codec: ``"h264"`` or ``"mp4v"``.
+    """
+
+    def __init__(self, path: str | Path, fps: float, crf: int = 20) -> None:
+        self.path, self.fps, self.crf = Path(path), float(fps), int(crf)
+        self.tmp = self.path.with_name(f".{self.path.stem}.{os.getpid()}.part.mp4")
+        self.exe = _ffmpeg_exe()
+        self.codec = "h264" if self.exe else "mp4v"
+        self.size: tuple[int, int] | None = None
         self.writer: cv2.VideoWriter | None = None
+        self.proc: subprocess.Popen | None = None
+        self.log = None
+        self.frames = 0
 
-    def write(self, frame: np.ndarray) -> None:
-        if self.writer is None:
-            fourcc = cv2.VideoWriter_fourcc(*"mp4v")
-            self.writer = cv2.VideoWriter(str(self.path), fourcc, self.fps, frame.shape[1::-1])
+    def _open(self, w: int, h: int) -> None:
+        if self.exe is None:
+            sys.stderr.write(
+                f"note: imageio-ffmpeg is not installed: {self.path.name} is "
+                "mp4v, which browsers do not play (pip install imageio-ffmpeg)\n"
+            )
+            self.writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter_fourcc(*"mp4v"),
+                                          self.fps, (w, h))  # fmt: skip
             if not self.writer.isOpened():
                 raise ValueError(f"{self.path}: cannot write an mp4v video here")
-        self.writer.write(frame)
+            return
+        cmd = [self.exe, "-y", "-hide_banner", "-loglevel", "error", "-f", "rawvideo",
+               "-pix_fmt", "bgr24", "-s", f"{w}x{h}", "-r", f"{self.fps:.6g}", "-i", "-",
+               "-an", "-c:v", "libx264", "-preset", "veryfast", "-crf", str(self.crf),
+               "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-f", "mp4",
+               str(self.tmp)]  # fmt: skip
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=self.log)  # fmt: skip
+
+    def write(self, frame: np.ndarray) -> None:
+        """Append one ``(H, W, 3)`` uint8 BGR frame."""
+        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+            raise ValueError(f"frames must be (H, W, 3) uint8 BGR, got {frame.shape} {frame.dtype}")
+        h, w = frame.shape[:2]
+        if self.size is None:
+            self.size = (w, h)
+            self._open(w + w % 2, h + h % 2)
+        elif (w, h) != self.size:
+            raise ValueError(f"{self.path}: frame {self.frames} is {w}x{h}, the first was "
+                             f"{self.size[0]}x{self.size[1]}")  # fmt: skip
+        if w % 2 or h % 2:
+            frame = cv2.copyMakeBorder(frame, 0, h % 2, 0, w % 2, cv2.BORDER_CONSTANT, value=0)
+        if self.writer is not None:
+            self.writer.write(frame)
+        else:
+            try:
+                self.proc.stdin.write(np.ascontiguousarray(frame).tobytes())
+            except (BrokenPipeError, OSError):
+                raise ValueError(f"{self.path}: ffmpeg stopped: {self._ffmpeg_error()}") from None
+        self.frames += 1
+
+    def _ffmpeg_error(self) -> str:
+        self.proc.wait()
+        self.log.seek(0)
+        lines = self.log.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else f"exit status {self.proc.returncode}"
 
     def close(self) -> None:
+        """Finish the file and move it to ``path`` (nothing to do without a frame)."""
         if self.writer is not None:
             self.writer.release()
             self.writer = None
+        elif self.proc is not None:
+            proc, self.proc = self.proc, None
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            if proc.wait() != 0:
+                self.proc = proc
+                why = self._ffmpeg_error()
+                self.abort()
+                raise ValueError(f"{self.path}: ffmpeg could not write the video: {why}")
+            self.log.close()
+        else:
+            return
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        """Stop without a file: the encoder ended, the temporary file removed."""
+        if self.writer is not None:
+            self.writer.release()
+            self.writer = None
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        if self.log is not None:
+            self.log.close()
+        self.tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> VideoWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

@@ -10,7 +10,11 @@ cameras remain, drop one camera and triangulate again; every point at once, with
 ``drop="leave_one_out"`` (default) drops the camera without which the others agree best
 (lowest mean reprojection error): robust to an outlying camera that pulls the DLT point
 towards itself so that another camera shows the largest error. ``drop="largest_error"``
-drops the camera of largest error. Cross-view association of people:
+drops the camera of largest error. ``drop="pose2sim"`` is Pose2Sim's rule (its
+``triangulation_from_best_cameras``, 0.10): while the MEAN reprojection error over the cameras
+used is above ``max_error_px``, drop one more camera, choosing among every subset of that size
+the one of lowest mean error (:func:`_mean_rule`); a point is valid when that mean is within the
+threshold. Cross-view association of people:
 :mod:`tensorpose.ops.association`.
 
 On CPU the work is restricted to the rows that need it (``nonzero``, free there); on other
@@ -22,6 +26,7 @@ Points behind a camera get an infinite reprojection error in that camera (droppe
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -59,7 +64,7 @@ class Triangulation:
         return self.used.sum(-1)
 
 
-DROP_RULES = ("leave_one_out", "largest_error")
+DROP_RULES = ("leave_one_out", "largest_error", "pose2sim")
 
 
 def _check_drop(drop: str, min_cameras: int) -> None:
@@ -127,6 +132,9 @@ def _robust(
         )
 
     X, ok, err = solve(used)
+    if drop == "pose2sim":
+        return _mean_rule(f, used, pixels, (K, dist, R, t), (X, ok, err), max_error_px,
+                          min_cameras)  # fmt: skip
     # A loop over the number of cameras that can be dropped (at most C - min_cameras); each
     # iteration re-solves the points that drop a camera.
     for _ in range(max(C - min_cameras, 0)):
@@ -147,6 +155,69 @@ def _robust(
     return _result(X, ok, err, used, max_error_px, min_cameras)
 
 
+def _mean_rule(
+    f: torch.Tensor,
+    seen: torch.Tensor,
+    pixels: torch.Tensor,
+    cameras: tuple[torch.Tensor, ...],
+    start: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    max_error_px: float,
+    min_cameras: int,
+) -> Triangulation:
+    """Pose2Sim's camera dropping on DLT features ``f (..., C, 4)``, from the solution with
+    every camera seen (``start``: points, ok, errors).
+
+    Level ``k = 1, 2, ...`` excludes ``k`` of the ``C`` cameras in every way
+    (``itertools.combinations`` order; an excluded camera may be one not seen) and keeps the
+    subset of lowest mean reprojection error (the first of equals). A point goes on to the next
+    level while its mean error is above ``max_error_px`` and the cameras not seen plus ``k``
+    leave at least ``min_cameras``; its result is the last level it reached.
+    """
+    K, dist, R, t = cameras
+    X, ok, err = start
+    C = seen.shape[-1]
+    nan, dev = float("nan"), seen.device
+    basis = _dlt_basis(R, t)[..., _UPPER]  # (C, 4, 10)
+    own = torch.einsum("...ck,ckm->...cm", f * seen.unsqueeze(-1), basis)  # (..., C, 10)
+    unseen = C - seen.sum(-1)
+    used = seen
+
+    def mean_of(e: torch.Tensor, use: torch.Tensor) -> torch.Tensor:
+        return torch.where(use, e, 0.0).sum(-1) / use.sum(-1).clamp_min(1)
+
+    def level(off: torch.Tensor):
+        def best(own: torch.Tensor, seen: torch.Tensor, px: torch.Tensor):
+            use = seen.unsqueeze(-2) & ~off  # (rows, S, C)
+            Xs, oks = _solve_upper((use.to(own.dtype) @ own).reshape(-1, 10).T.contiguous())
+            Xs, oks = Xs.reshape(*use.shape[:-1], 3), oks.reshape(use.shape[:-1])
+            es = torch.where(use, reprojection_errors(Xs, px.unsqueeze(-3), K, dist, R, t), nan)
+            score = torch.where(oks, mean_of(es, use), float("inf")).nan_to_num(float("inf"))
+            i = score.argmin(-1)  # the first of equals, as numpy's nanargmin
+            pick = i[..., None, None]
+
+            def take(x: torch.Tensor) -> torch.Tensor:
+                return x.gather(-2, pick.expand(*i.shape, 1, x.shape[-1])).squeeze(-2)
+
+            return take(Xs), oks.gather(-1, i.unsqueeze(-1)).squeeze(-1), take(es), take(use)
+
+        return best
+
+    # A loop over the drop levels (at most C - min_cameras); each one re-solves the points
+    # still above the threshold, every subset of that level at once.
+    for k in range(1, C - min_cameras + 1):
+        combos = torch.tensor(list(itertools.combinations(range(C), k)), device=dev)
+        off = torch.zeros(len(combos), C, dtype=torch.bool, device=dev)
+        off.scatter_(1, combos, True)
+        go = ok & (mean_of(err, used) > max_error_px) & (unseen + k <= C - min_cameras)
+        Xn, okn, errn, usen = _on_rows(go, level(off), [own, seen, pixels],
+                                       [nan, False, nan, False])  # fmt: skip
+        X = torch.where(go.unsqueeze(-1), Xn, X)
+        ok = torch.where(go, okn, ok)
+        err = torch.where(go.unsqueeze(-1), errn, err)
+        used = torch.where(go.unsqueeze(-1), usen, used)
+    return _result(X, ok, err, used, max_error_px, min_cameras, by_mean=True)
+
+
 def _result(
     X: torch.Tensor,
     ok: torch.Tensor,
@@ -154,16 +225,19 @@ def _result(
     used: torch.Tensor,
     max_error_px: float,
     min_cameras: int,
+    by_mean: bool = False,
 ) -> Triangulation:
     """The :class:`Triangulation` of the points left after camera dropping: mean error over the
     cameras used, NaN points where too few cameras remain, ``valid`` where all are within
-    ``max_error_px``."""
+    ``max_error_px`` (``by_mean``: where their mean is)."""
     nan = float("nan")
     n = used.sum(-1)
     enough = n >= min_cameras
     mean = torch.where(used, err, 0.0).sum(-1) / n.clamp_min(1)
     mean = torch.where(n > 0, mean, nan)
     within = torch.where(used, err.nan_to_num(nan=float("inf")), 0.0).amax(-1) <= max_error_px
+    if by_mean:
+        within = mean.nan_to_num(nan=float("inf")) <= max_error_px
     X = torch.where((ok & enough).unsqueeze(-1), X, nan)
     return Triangulation(X, err, used, mean, ok & enough & within)
 
@@ -185,7 +259,8 @@ def triangulate_points(
     While the largest reprojection error of a point is above ``max_error_px`` and more than
     ``min_cameras`` cameras remain, one camera is dropped and the point triangulated again:
     with ``drop="leave_one_out"`` the camera without which the others' mean reprojection
-    error is lowest, with ``drop="largest_error"`` the camera of largest error. The loop is
+    error is lowest, with ``drop="largest_error"`` the camera of largest error; with
+    ``drop="pose2sim"`` Pose2Sim's rule on the mean error (:func:`_mean_rule`). The loop is
     over the at most ``C - min_cameras`` drops; every point is handled at once.
 
     Args:
@@ -195,7 +270,7 @@ def triangulate_points(
         max_error_px: reprojection error threshold in pixels.
         min_cameras: never drop below this many cameras (>= 2).
         normalized: ``(..., C, 2)`` the undistorted observations when already computed.
-        drop: ``"leave_one_out"`` or ``"largest_error"`` (see above).
+        drop: ``"leave_one_out"``, ``"largest_error"`` or ``"pose2sim"`` (see above).
 
     Returns:
         :class:`Triangulation`.

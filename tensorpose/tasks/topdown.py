@@ -59,6 +59,11 @@ class ImageDataConfig(AugmentRanges):
     workers: int = field(default=0, metadata=valid(0, 256))
     pin_memory: bool = True
     cache_images: bool = True
+    reduced_decoding: bool = True
+    """With the ``cpu`` backend, decode each training JPEG at the largest libjpeg reduction (1/2,
+    1/4, 1/8) that still gives the person's smallest augmented window (``1 - data.scale``) one
+    decoded pixel per crop pixel; keypoints and warps stay in full-resolution pixels. Evaluation
+    crops are always decoded whole."""
     on_error: str = field(default="skip", metadata=choices("skip", "raise"))
     """Unreadable image: ``skip`` (dropped from its batch and logged) or ``raise`` (stop)."""
     mean: list[float] = field(
@@ -120,9 +125,11 @@ class TopDownTask(Task):
             return AugmentConfig.identity(self.size)
         return AugmentConfig(output_size=self.size, **self.cfg.data.ranges())
 
-    def dataset(self, annotations: str) -> tuple[IdentifiedSamples, Any, Path]:
+    def dataset(
+        self, annotations: str, reduce: bool = False
+    ) -> tuple[IdentifiedSamples, Any, Path]:
         """People of a COCO keypoint file (default: the bundled subset) -> dataset, the parsed
-        file, its path."""
+        file, its path. ``reduce``: decode at the reduction the augmented crops allow."""
         from ..data.images import TopDownDataset  # OpenCV
 
         d = self.cfg.data
@@ -136,7 +143,8 @@ class TopDownTask(Task):
             )
         records = coco.records[: d.people] if d.people else coco.records
         ds = TopDownDataset(records, self.size[1] / self.size[0], d.padding, d.on_error,
-                            d.cache_images)  # fmt: skip
+                            d.cache_images, reduce_to=self.size if reduce else None,
+                            min_window=1.0 - d.scale)  # fmt: skip
         return IdentifiedSamples(ds), coco, path
 
     def backend(self, device: torch.device) -> str:
@@ -166,7 +174,8 @@ class TopDownTask(Task):
     def setup(self, device: torch.device, rank: int = 0, world: int = 1) -> None:
         d, t = self.cfg.data, self.cfg.train
         self.device = device
-        self.train_set, self.coco, _ = self.dataset(d.annotations)
+        reduce = d.reduced_decoding and self.backend(device) == "cpu"
+        self.train_set, self.coco, _ = self.dataset(d.annotations, reduce)
         self.val_set, _, self.val_path = self.dataset(d.val_annotations or d.annotations)
         local = t.batch_size // world
         self.train_batches = self.loader(self.train_set, local, device, rank, world, True, False)

@@ -82,3 +82,28 @@ def test_cpu_backend_is_the_default_on_a_cpu_device():
     task = build_task(cfg)
     assert task.backend(torch.device("cpu")) == "cpu"
     assert task.backend(torch.device("cuda")) == "device"
+
+
+@pytest.mark.parametrize(
+    "overrides, reduced",
+    [([], True), (["data.reduced_decoding=false"], False), (["data.backend=device"], False)],
+)
+def test_trainer_decodes_reduced_by_default_on_cpu(overrides, reduced):
+    """The heatmap task on a CPU device decodes its training JPEGs reduced (small crops of the
+    bundled people allow 1/2 .. 1/8) unless switched off or on the device backend; evaluation
+    crops are decoded whole."""
+    from tensorpose.config import load_config
+    from tensorpose.tasks import build_task
+
+    cfg = load_config(None, ["task=heatmap", "data.input_size=[32,32]", "data.workers=0",
+                             "data.scale=0.1", *overrides])  # fmt: skip
+    task = build_task(cfg)
+    task.setup(torch.device("cpu"))
+    train_red = task.train_set.dataset.reduction
+    expected = TopDownDataset(task.train_set.records, 1.0, reduce_to=(32, 32), min_window=0.9)
+    if reduced:
+        assert (train_red > 1).any()
+        np.testing.assert_array_equal(train_red, expected.reduction)
+    else:
+        assert (train_red == 1).all()
+    assert (task.val_set.dataset.reduction == 1).all()

@@ -4,6 +4,7 @@ bundled four-camera OpenPose trial and on synthetic people with known 3D truth."
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import cv2
@@ -68,8 +69,43 @@ class Naive:
                                     self.dist[c])  # fmt: skip
         return float(np.hypot(*(proj.reshape(2) - np.asarray(uv))))
 
+    def pose2sim(self, obs: dict) -> dict:
+        """Pose2Sim's ``triangulation_from_best_cameras`` loop, literally: at level ``k``
+        exclude ``k`` of all cameras in every ``itertools.combinations`` way, keep the lowest
+        mean error (``nanargmin``); stop when it is within the threshold or when a combination
+        would leave fewer than ``min_cameras`` cameras."""
+        C = len(self.P)
+        norm = {c: self.undistort(c, obs[c][0]) for c in obs}
+        best, error_min, k = None, INF, 0
+        while error_min > self.max_error_px and C - k >= self.min_cameras:
+            combos = list(itertools.combinations(range(C), k))
+            subsets = [[c for c in sorted(obs) if c not in off] for off in combos]
+            if max(C - len(s) for s in subsets) > C - self.min_cameras:
+                break
+            errors, results = [], []
+            for s in subsets:
+                X = self.dlt([(c, norm[c], obs[c][1]) for c in s])
+                err = {c: self.error(X, c, obs[c][0]) for c in s} if X is not None else None
+                errors.append(np.mean(list(err.values())) if err else math.nan)
+                results.append((X, err, s))
+            error_min = np.nanmin(errors)
+            best = results[int(np.nanargmin(errors))]
+            k += 1
+        if best is None:  # too few cameras: nothing triangulated (the seen ones as "used")
+            return {"X": None, "err": {}, "used": sorted(obs), "mean": math.nan, "valid": False}
+        X, err, used = best
+        return {
+            "X": X,
+            "err": err,
+            "used": used,
+            "mean": float(error_min),
+            "valid": bool(error_min <= self.max_error_px),
+        }
+
     def point(self, obs: dict) -> dict:
         """``obs``: camera -> (pixel uv, weight), observed cameras only."""
+        if self.drop == "pose2sim":
+            return self.pose2sim(obs)
         used = sorted(obs)
         norm = {c: self.undistort(c, obs[c][0]) for c in used}
         while True:  # drop the worst camera while above the threshold
@@ -308,7 +344,7 @@ def test_weighted_dlt_equals_naive_svd(cal):
     torch.testing.assert_close(exact, X, rtol=0, atol=1e-9)  # noise-free: exact
 
 
-@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error"])
+@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error", "pose2sim"])
 def test_triangulate_points_equals_naive_with_outliers(cal, drop):
     g = torch.Generator().manual_seed(4)
     N, C = 300, 4
@@ -370,7 +406,7 @@ def test_people_largest_error_rule_keeps_a_high_leverage_outlier(cal):
     compare(res, Naive(cal, drop="largest_error").people(kp.numpy()), cal.num_cameras)
 
 
-@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error"])
+@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error", "pose2sim"])
 def test_people_equals_naive_on_bundled_trial(cal, drop):
     kp = bundled_keypoints(slice(3, 100, 19))  # 6 frames, 1-3 people per camera
     res = triangulate_people(kp, cal.K, cal.dist, cal.R, cal.t, drop=drop)
@@ -396,7 +432,7 @@ def test_people_ragged_input_equals_padded(cal):
     assert (res.person[:, 2] == -1).all() and not res.used[..., 2].any()
 
 
-@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error"])
+@pytest.mark.parametrize("drop", ["leave_one_out", "largest_error", "pose2sim"])
 def test_fixed_shape_path_equals_compacted_path(cal, monkeypatch, drop):
     """The path other devices take (every row at fixed shapes, no nonzero), run on CPU, gives
     the same results as CPU's compacted rows; leading dims of any rank."""
