@@ -20,6 +20,7 @@ size and focal length; at inference K comes from a calibration or a default foca
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -112,6 +113,9 @@ class LiftDataConfig:
     balance: str = field(default="frames", metadata=choices("frames", "kinds"))
     """Kinematic windows: uniform over all ``frames``, or equally many from each of the
     ``kinds`` (uniform over the frames within a kind)."""
+    kind_shares: list[str] = field(default_factory=list)
+    """``"kind=share"`` with ``balance: kinds``: a kind's relative share of the windows
+    (default 1 each; ``walking=3``: three times the windows of any other kind)."""
     frame_rates: list[str] = field(default_factory=list)
     """``"glob=fps"`` rules: true frame rates of takes whose headers are wrong."""
     character: str = ""
@@ -197,13 +201,32 @@ class LiftModelConfig:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
 
 
-def kind_weights(seqs: list[MocapSequence]) -> list[float]:
-    """Per-sequence sampling mass giving every motion kind the same share of windows (a
-    sequence's share within its kind by its frames)."""
+def kind_weights(seqs: list[MocapSequence], shares: Sequence[str] = ()) -> list[float]:
+    """Per-sequence sampling mass giving every motion kind the same share of windows, or the
+    relative ``shares`` (``"kind=share"``, default 1) (a sequence's share within its kind by
+    its frames).
+
+    Raises:
+        ValueError: a malformed share or one naming no kind of ``seqs`` (``data.kind_shares``).
+    """
     frames: dict[str, int] = {}
     for s in seqs:  # a loop over the takes
         frames[s.kind] = frames.get(s.kind, 0) + len(s.positions)
-    return [len(s.positions) / frames[s.kind] / len(frames) for s in seqs]
+    share = dict.fromkeys(frames, 1.0)
+    for rule in shares:  # a handful of rules
+        kind, _, value = rule.partition("=")
+        try:
+            v = float(value)
+        except ValueError:
+            v = -1.0
+        if kind not in frames or not (v > 0 and math.isfinite(v)):
+            raise ValueError(
+                f"data.kind_shares: {rule!r} is not KIND=SHARE with a share > 0 "
+                f"and a kind of the training takes ({', '.join(sorted(frames))})"
+            )
+        share[kind] = v
+    total = sum(share.values())
+    return [len(s.positions) / frames[s.kind] * share[s.kind] / total for s in seqs]
 
 
 class FrameBatches:
@@ -333,7 +356,7 @@ class LiftingTask(Task):
                 world_seqs, self.skeleton,
                 t.batch_size // world, rf, self.generator,
                 d.synth.synth_config(d.normalization), d.steps_per_epoch,
-                weights=kind_weights(seqs) if d.balance == "kinds" else None,
+                weights=kind_weights(seqs, d.kind_shares) if d.balance == "kinds" else None,
             )  # fmt: skip
             # the trivial baseline: mean target of a fixed-seed synthetic sample
             g = torch.Generator(device=device).manual_seed(t.seed)

@@ -82,3 +82,15 @@ def test_windows_are_balanced_over_kinds():
 def test_training_on_held_out_takes_only_is_an_error():
     with pytest.raises(ValueError, match=r"every take of \['131_03'\] is held out"):
         load_bvh_sequences(["131_03"], exclude=["131_03"])
+
+
+def test_kind_shares_weight_the_kinds():
+    kinds = ["walk=131_0[12]", "hop=131_03", "jump=*09_02*"]
+    seqs, _ = load_bvh_sequences(["131_01", "131_02", "131_03", str(DM)], kinds=kinds)
+    w = kind_weights(seqs, ["walk=2"])
+    mass = {k: sum(wi for s, wi in zip(seqs, w, strict=True) if s.kind == k)
+            for k in ("walk", "hop", "jump")}  # fmt: skip
+    assert mass == pytest.approx({"walk": 0.5, "hop": 0.25, "jump": 0.25})
+    for bad in (["run=2"], ["walk=0"], ["walk"], ["walk=x"]):
+        with pytest.raises(ValueError, match="data.kind_shares"):
+            kind_weights(seqs, bad)
