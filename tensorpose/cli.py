@@ -203,7 +203,7 @@ def _eval_wild(args: argparse.Namespace) -> int:
     r = eval_wild(args.tracks_dir, args.calib, args.checkpoint, flip=args.flip,
                   reproject=args.reproject, reference_2d=args.reference_2d,
                   min_confidence=args.min_confidence, layout=args.layout,
-                  device=args.device)  # fmt: skip
+                  device=args.device, people=args.people)  # fmt: skip
     _print([json.dumps(r)] if args.json else summary(r))
     return 0
 
@@ -544,6 +544,9 @@ def add_eval_wild(sub) -> None:
     )
     p.add_argument("--min-confidence", type=float, default=0.3)
     p.add_argument("--layout", default=None, help="keypoint layout (default: detect)")
+    p.add_argument("--people", default=None, metavar="auto|N",
+                   help="several people, as triangulate --people: each person's lift in each "
+                   "camera against that person's triangulation (default: one person)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_threads(p)

@@ -20,6 +20,7 @@ import torch
 from ..io.tracks import Keypoints2D
 from ..lift3d import lift_keypoints, load_lifter
 from ..metrics import compare_with_reference
+from ..multiperson import triangulate_cameras_people
 from ..multiview import read_cameras, summarize, triangulate_cameras
 from ..ops.camera import project_points
 
@@ -60,6 +61,7 @@ def eval_wild(
     max_reprojection_px: float = 15.0,
     layout: str | None = None,
     device: str | torch.device = "cpu",
+    people: int | str | None = None,
 ) -> dict[str, Any]:
     """Monocular lifting of each camera against the triangulation (``tensorpose eval-wild``).
 
@@ -67,21 +69,58 @@ def eval_wild(
     ``reference_2d`` each camera lifts the triangulated keypoints projected into it (with its
     lens distortion) instead of its detections: 2D that is noise-free and consistent with the
     reference, so the error left is the lifter's own (its 3D prior, depth), not the detector's.
+    ``people`` (``"auto"`` or ``N``, as ``triangulate --people``): every person triangulated
+    (:func:`tensorpose.multiperson.triangulate_cameras_people`), each lifted in each camera
+    where it was seen; ``None``: the one person of :func:`tensorpose.multiview.triangulate_cameras`.
 
     Returns:
-        ``cameras``: per camera ``{camera, folder, mpjpe_mm, p_mpjpe_mm, frames, bridged_joints}``
-        (or ``error`` when that camera's person cannot be lifted), ``mean``: the mean over the
-        lifted cameras, the model, ``flip``, ``reproject``, ``reference_2d``, the
-        triangulation's valid fraction and median reprojection error.
+        ``cameras``: per camera (and person, numbered from 1, with ``people``) ``{camera,
+        folder, mpjpe_mm, p_mpjpe_mm, frames, bridged_joints}`` (or ``error`` when that
+        camera's person cannot be lifted), ``mean``: the mean over the lifted rows, the model,
+        ``flip``, ``reproject``, ``reference_2d``, the triangulation's valid fraction and
+        median reprojection error (of the first person with ``people``).
 
     Raises:
         ValueError: no camera could be lifted (each camera's reason named), and the readers'
             errors.
     """
+    from .triangulate import check_people
+
+    people = check_people(people)
     lifter = load_lifter(checkpoint, device)
     cams = read_cameras(tracks_dir, calib, layout)
-    tri = triangulate_cameras(cams, min_confidence=min_confidence, device=device,
-                              max_reprojection_px=max_reprojection_px)  # fmt: skip
+    if people is None:
+        tris = [triangulate_cameras(cams, min_confidence=min_confidence, device=device,
+                                    max_reprojection_px=max_reprojection_px)]  # fmt: skip
+    else:
+        tris = triangulate_cameras_people(cams, None if people == "auto" else people,
+                                          min_confidence=min_confidence, device=device,
+                                          max_reprojection_px=max_reprojection_px)  # fmt: skip
+    rows = []
+    for p, tri in enumerate(tris):  # a handful of people
+        who = {} if people is None else {"person": p + 1}
+        rows += [{**who, **row} for row in _camera_rows(
+            tri, cams, lifter, (flip, reproject, reference_2d), min_confidence)]  # fmt: skip
+    done = [r for r in rows if "error" not in r and r["frames"] > 0]
+    if not done:
+        why = "; ".join(f"{r['camera']}: {r.get('error', 'no frame to compare')}" for r in rows)
+        raise ValueError(f"{tracks_dir}: no camera could be lifted and compared ({why})")
+    s = summarize(tris[0])
+    return {
+        "cameras": rows,
+        "mean": {k: float(np.mean([r[k] for r in done])) for k in ("mpjpe_mm", "p_mpjpe_mm")},
+        "model": f"{lifter.kind} {lifter.path}", "flip": flip, "reproject": reproject,
+        "reference_2d": reference_2d, "people": len(tris) if people is not None else None,
+        "triangulated_valid_fraction": s["valid_fraction"],
+        "median_reprojection_px": s["median_reprojection_px"], "frames": s["frames"],
+    }  # fmt: skip
+
+
+def _camera_rows(tri, cams, lifter, how: tuple[bool, bool, bool],
+                 min_confidence: float) -> list[dict]:  # fmt: skip
+    """One person's rows: each camera's lift of the detection the triangulation associated
+    in its view, against that person's triangulated joints in the camera's frame."""
+    flip, reproject, reference_2d = how
     points = torch.from_numpy(tri.points)  # (T, J, 3) world, NaN where not valid
     cal = cams.calibration
     rows = []
@@ -89,6 +128,9 @@ def eval_wild(
         # one camera at a time: each is a separate monocular lift (a handful of cameras)
         if reference_2d:
             kp = _projected_reference(points, cal.K[c], cal.dist[c], cal.R[c], cal.t[c])
+        elif (tri.person[:, c] < 0).all():
+            rows.append({"camera": cam, "folder": folder.name, "error": "not seen by it"})
+            continue
         else:
             kp = _associated_person(cams.detections[c], tri.person[:, c])
         k2d = Keypoints2D(kp, cams.layout, "as triangulated", "openpose")
@@ -105,22 +147,7 @@ def eval_wild(
         )
         rows.append({"camera": cam, "folder": folder.name, **m,
                      "bridged_joints": r["bridged_joints"]})  # fmt: skip
-    done = [r for r in rows if "error" not in r and r["frames"] > 0]
-    if not done:
-        why = "; ".join(f"{r['camera']}: {r.get('error', 'no frame to compare')}" for r in rows)
-        raise ValueError(f"{tracks_dir}: no camera could be lifted and compared ({why})")
-    s = summarize(tri)
-    return {
-        "cameras": rows,
-        "mean": {k: float(np.mean([r[k] for r in done])) for k in ("mpjpe_mm", "p_mpjpe_mm")},
-        "model": f"{lifter.kind} {lifter.path}",
-        "flip": flip,
-        "reproject": reproject,
-        "reference_2d": reference_2d,
-        "triangulated_valid_fraction": s["valid_fraction"],
-        "median_reprojection_px": s["median_reprojection_px"],
-        "frames": s["frames"],
-    }
+    return rows
 
 
 def summary(r: dict[str, Any]) -> list[str]:
@@ -134,10 +161,13 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"  {'camera':<12s} {'MPJPE':>9s} {'P-MPJPE':>9s} {'frames':>7s}",
     ]
     for c in r["cameras"]:
+        name = (f"p{c['person']} " if "person" in c else "") + c["camera"]
         if "error" in c:
-            lines.append(f"  {c['camera']:<12s} not lifted: {c['error']}")
+            lines.append(f"  {name:<12s} not lifted: {c['error']}")
+        elif c["frames"] == 0:
+            lines.append(f"  {name:<12s} no frame where the lift and the triangulation are valid")
         else:
-            lines.append(f"  {c['camera']:<12s} {c['mpjpe_mm']:6.1f} mm {c['p_mpjpe_mm']:6.1f} mm "
+            lines.append(f"  {name:<12s} {c['mpjpe_mm']:6.1f} mm {c['p_mpjpe_mm']:6.1f} mm "
                          f"{c['frames']:7d}")  # fmt: skip
     m = r["mean"]
     lines.append(f"  {'mean':<12s} {m['mpjpe_mm']:6.1f} mm {m['p_mpjpe_mm']:6.1f} mm")
