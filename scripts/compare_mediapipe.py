@@ -66,6 +66,43 @@ print(json.dumps({"frames": len(frames), "seconds": seconds}))
 """
 
 
+FIXTURE = ROOT / "tests/data/blazepose_mediapipe_images.npz"
+
+IMAGES_WORKER = r"""
+import sys, numpy as np, mediapipe as mp
+frames = np.load(sys.argv[1])
+out = {}
+with mp.solutions.pose.Pose(static_image_mode=True, model_complexity=1) as pose:
+    for name in sorted(frames.files):
+        rgb = frames[name]
+        r = pose.process(rgb)
+        h, w = rgb.shape[:2]
+        lm = [] if r.pose_landmarks is None else r.pose_landmarks.landmark
+        out[name] = np.array([[p.x * w, p.y * h, p.visibility] for p in lm]).reshape(-1, 33, 3)
+np.savez(sys.argv[2], **out)
+"""
+
+
+def record_fixture(py: Path, out: Path = FIXTURE, count: int = 3) -> None:
+    """MediaPipe's image-mode landmarks on the first ``count`` bundled COCO pictures (decoded by
+    tensorpose's reader, so both read the same pixels): ``keypoints_<i> (n, 33, 3)`` pixels and
+    visibility, the reference of tests/test_blazepose.py."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from tensorpose.io.video import read_image
+
+    images = sorted((ROOT / "tensorpose/assets/coco/images").glob("*.jpg"))[:count]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "frames.npz", Path(tmp) / "kp.npz"
+        np.savez(src, **{f"keypoints_{i}": read_image(p) for i, p in enumerate(images)})
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        subprocess.run([str(py), "-c", IMAGES_WORKER, str(src), str(dst)], check=True, env=env)
+        got = dict(np.load(dst))
+    np.savez(out, names=np.array([p.name for p in images]), **got)
+    print(f"-> {out}: " + ", ".join(f"{k} {v.shape}" for k, v in sorted(got.items())))
+
+
 def make_venv(folder: Path, find_links: Path | None) -> Path:
     """The venv's python, with mediapipe 0.10.14 installed (made once)."""
     py = folder / "bin" / "python"
@@ -175,10 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                    "MediaPipe's static_image_mode=False (tracking, smoothing) against "
                    "BlazePoseTracker, frame by frame")  # fmt: skip
     p.add_argument("--baseline-label", default=None, help="what --baseline is (e.g. a commit)")
+    p.add_argument("--fixture", action="store_true", help=f"only record MediaPipe's landmarks "
+                   f"on three bundled pictures into {FIXTURE.relative_to(ROOT)}")  # fmt: skip
     a = p.parse_args(argv)
     if a.out == OUT and a.mode == "video":
         a.out = OUT.with_name("blazepose_vs_mediapipe_video_cpu.json")
     py = make_venv(a.venv, a.find_links)
+    if a.fixture:
+        record_fixture(py)
+        return 0
     load0 = os.getloadavg()
     rows = []
     for video in a.videos:

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .models.blazepose import load_blazepose_networks
-from .ops.affine import warp_affine, warp_affine_indexed
+from .ops.affine import warp_affine_fixed_point
 from .ops.blazepose import (
     DETECTOR_SIZE,
     LANDMARK_SIZE,
@@ -85,8 +85,8 @@ def detect_rois(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_pe
     """
     center, side, rot = letterbox_roi(sizes)
     M = roi_matrix(center, side, rot, DETECTOR_SIZE)
-    x = warp_affine(_nchw(images), M, (DETECTOR_SIZE,) * 2, out_dtype=torch.uint8)
-    raw, logits = bp.detector(x.float() / 127.5 - 1.0)
+    x = warp_affine_fixed_point(_nchw(images), M, (DETECTOR_SIZE,) * 2, sizes=sizes)
+    raw, logits = bp.detector(x.float() * (2 / 255) - 1.0)
     boxes, kps, scores = decode_detections(raw, logits, bp.anchors)
     _, kps, _, valid = weighted_nms(boxes, kps, scores, max_people, bp.nms_iou, bp.min_detection)
     kps = detection_to_image(kps.flatten(1, 2), sizes).unflatten(1, kps.shape[1:3])
@@ -94,15 +94,22 @@ def detect_rois(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_pe
     return c, s, r, valid
 
 
-def landmarks_in_rois(bp, images, frame_index, center, side, rotation) -> dict[str, torch.Tensor]:
+def landmarks_in_rois(bp, images, frame_index, center, side, rotation,
+                      sizes=None) -> dict[str, torch.Tensor]:  # fmt: skip
     """The landmark network on ``K`` ROIs (``center (K, 2)``, ``side (K,)``, ``rotation
-    (K,)``) of frames ``frame_index (K,)``: ``xy (K, 39, 2)`` pixels, ``visibility`` and
-    ``presence`` ``(K, 39)``, ``flag (K,)`` (pose presence)."""
+    (K,)``) of frames ``frame_index (K,)`` (of ``sizes (B, 2)``, default the whole image):
+    ``xy (K, 39, 2)`` pixels, ``visibility`` and ``presence`` ``(K, 39)``, ``flag (K,)``
+    (pose presence).
+
+    The crop is MediaPipe's (OpenCV's fixed-point bilinear, replicated border, rounded to
+    uint8, then scaled to ``[0, 1]``).
+    """
     M = roi_matrix(center, side, rotation, LANDMARK_SIZE)
-    crops = warp_affine_indexed(_nchw(images), M, (LANDMARK_SIZE,) * 2, frame_index,
-                                out_dtype=torch.float32, border="replicate")  # fmt: skip
+    crop_sizes = None if sizes is None else sizes[frame_index]
+    crops = warp_affine_fixed_point(_nchw(images), M, (LANDMARK_SIZE,) * 2, frame_index,
+                                    crop_sizes, border="replicate")  # fmt: skip
     # landmarks, pose flag, heatmaps (not the segmentation nor the world landmarks)
-    raw, flag, _, heatmaps, _ = bp.landmark(crops / 255.0, outputs=(0, 1, 3))
+    raw, flag, _, heatmaps, _ = bp.landmark(crops.float() * (1 / 255), outputs=(0, 1, 3))
     out = decode_landmarks(raw, center, side, rotation, heatmaps)
     out["flag"] = flag.reshape(-1)
     return out
@@ -130,7 +137,7 @@ def image_people(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor,
     if len(fi) == 0:
         return _people({"xy": torch.zeros(0, 39, 2), "visibility": torch.zeros(0, 39),
                         "flag": torch.zeros(0)}, fi, images.shape[0])  # fmt: skip
-    out = landmarks_in_rois(bp, images, fi, c[fi, slot], s[fi, slot], r[fi, slot])
+    out = landmarks_in_rois(bp, images, fi, c[fi, slot], s[fi, slot], r[fi, slot], sizes)
     keep = out["flag"] >= bp.min_presence
     return _people({k: v[keep] for k, v in out.items()}, fi[keep], images.shape[0])
 
@@ -218,7 +225,7 @@ class BlazePoseTracker:
             return [{**p, "track": torch.zeros(0, dtype=torch.long)}
                     for p in _people(out, st, self.S)]  # fmt: skip
         out = landmarks_in_rois(self.bp, images, st, self.center[st, slot], self.side[st, slot],
-                                self.rotation[st, slot])  # fmt: skip
+                                self.rotation[st, slot], sizes)  # fmt: skip
         keep = out["flag"] >= self.bp.min_presence
         if self.smooth:
             out = self._smoothed(out, st, slot)
