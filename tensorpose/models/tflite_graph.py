@@ -88,6 +88,29 @@ def _activate(x: torch.Tensor, act: str) -> torch.Tensor:
     return x
 
 
+def _fuse_pads(ops: list[dict], used: list[int], keep: set[int]) -> list[dict | None]:
+    """``ops`` with every zero ``PAD`` of the image borders (same amount on both sides, no
+    channels) whose only reader is a ``VALID`` convolution folded into that convolution's
+    padding (``pre_pad``): no padded copy of the activation. Folded ``PAD`` ops become None."""
+    readers: dict[int, list[int]] = {}
+    for i in used:
+        for t in ops[i]["in"]:
+            readers.setdefault(t, []).append(i)
+    ops = list(ops)
+    for i in used:
+        op, r = ops[i], readers.get(ops[i]["out"], [])
+        if op["op"] != "PAD" or op["out"] in keep or len(r) != 1:
+            continue
+        p, conv = op["pads"], ops[r[0]]
+        if p[:2] != [0, 0] or p[6:] != [0, 0] or p[2] != p[3] or p[4] != p[5]:
+            continue
+        if conv["op"] not in ("CONV_2D", "DEPTHWISE_CONV_2D") or conv["padding"] != "VALID":
+            continue
+        ops[r[0]] = {**conv, "in": [op["in"][0], *conv["in"][1:]], "pre_pad": [p[2], p[4]]}
+        ops[i] = None
+    return ops
+
+
 class TFLiteNet(nn.Module):
     """Runs a TFLite graph description; ``forward(*images)`` -> tuple of the graph's outputs.
 
@@ -121,6 +144,8 @@ class TFLiteNet(nn.Module):
                     need.update(ops[i]["in"])
                     used.append(i)
             used.reverse()
+            ops = _fuse_pads(ops, used, keep)
+            used = [i for i in used if ops[i] is not None]
             last = {t: i for i in used for t in ops[i]["in"]}
             free: dict[int, list[int]] = {i: [] for i in used}
             for t, i in last.items():
@@ -162,7 +187,13 @@ class TFLiteNet(nn.Module):
         w = getattr(self, op["weight"])
         b = getattr(self, op["bias"]) if op["bias"] else None
         (sh, sw), (dh, dw) = op["stride"], op["dilation"]
-        pad: tuple[int, int] | str = (0, 0)
+        if w.shape[2:] == (1, 1) and (sh, sw) == (1, 1) and op["groups"] == 1:
+            if x.is_contiguous(memory_format=torch.channels_last) and x.dim() == 4:
+                # a 1 x 1 convolution of channels-last pixels is one matrix product (with the
+                # bias added in it): 2-3x faster on a CPU than conv2d's im2col path
+                y = F.linear(x.permute(0, 2, 3, 1), w.flatten(1), b).permute(0, 3, 1, 2)
+                return _activate(y, op["act"])
+        pad: tuple[int, int] | str = tuple(op.get("pre_pad", (0, 0)))
         if op["padding"] == "SAME":
             top, bottom = _same_pads(x.shape[2], w.shape[2], sh, dh)
             left, right = _same_pads(x.shape[3], w.shape[3], sw, dw)

@@ -26,6 +26,7 @@ from ._constants import constant
 __all__ = [
     "box_to_center_scale",
     "crop_matrix",
+    "fixed_point_maps",
     "get_affine_transform",
     "invert_affine",
     "transform_points",
@@ -332,6 +333,39 @@ def warp_affine_indexed(
     return out.round().clamp_(info.min, info.max).to(out_dtype)
 
 
+def fixed_point_maps(
+    matrices: torch.Tensor, size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """OpenCV 4's fixed-point sample points of affine warps (``cv2.warpPerspective`` with
+    ``INTER_LINEAR``): each output pixel's source point, in float64, rounded to 1/32 pixel
+    (half to even, as ``cvRound``).
+
+    Args:
+        matrices: ``(K, 2, 3)`` source -> output matrices.
+        size: ``(H, W)`` of the output.
+
+    Returns:
+        ``first (K, H, W, 2)`` the top-left source pixel ``(x, y)`` of each 2 x 2 and ``frac
+        (K, H, W, 2)`` its position inside, in 1/32 pixel (``0 .. 31``), both int64. These are
+        the maps ``cv2.remap`` takes as ``CV_16SC2`` and ``frac_y * 32 + frac_x``.
+    """
+    check_tensor("matrices", matrices, 3)
+    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
+    H, W = (int(v) for v in size)
+    if H < 1 or W < 1:
+        raise ValueError(f"size must be positive (H, W), got {size}")
+    dev = matrices.device
+    inv = invert_affine(matrices.to(torch.float64))
+    X = torch.arange(W, device=dev, dtype=torch.float64).view(1, 1, W)
+    Y = torch.arange(H, device=dev, dtype=torch.float64).view(1, H, 1)
+    q = []  # per axis: the source point in 1/32 pixels
+    for i in range(2):
+        t = inv[:, i, :, None, None]
+        q.append(torch.round((t[:, 0] * X + (t[:, 1] * Y + t[:, 2])) * 32).to(torch.int64))
+    q = torch.stack(q, -1)
+    return q >> 5, q & 31
+
+
 def warp_affine_fixed_point(
     images: torch.Tensor,
     matrices: torch.Tensor,
@@ -380,15 +414,8 @@ def warp_affine_fixed_point(
     if sizes is None:
         sizes = torch.tensor([W_in, H_in], device=dev).expand(K, 2)
     lim = sizes.to(dev, torch.int64).view(K, 1, 1, 2)
-    inv = invert_affine(matrices.to(torch.float64))
-    X = torch.arange(W, device=dev, dtype=torch.float64).view(1, 1, W)
-    Y = torch.arange(H, device=dev, dtype=torch.float64).view(1, H, 1)
-    q = []  # per axis: the source point in 1/32 pixels (cvRound rounds half to even)
-    for i in range(2):
-        t = inv[:, i, :, None, None]
-        q.append(torch.round((t[:, 0] * X + (t[:, 1] * Y + t[:, 2])) * 32).to(torch.int64))
-    frac = [v & 31 for v in q]
-    first = [v >> 5 for v in q]
+    first, frac = fixed_point_maps(matrices, (H, W))
+    first, frac = first.unbind(-1), frac.unbind(-1)
     flat = images.permute(0, 2, 3, 1).reshape(-1, C)
     base = batch_index.to(dev, torch.int64).view(K, 1, 1) * (H_in * W_in)
     acc = torch.zeros(K, H, W, C, dtype=torch.int32, device=dev)
