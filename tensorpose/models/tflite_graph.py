@@ -88,6 +88,38 @@ def _activate(x: torch.Tensor, act: str) -> torch.Tensor:
     return x
 
 
+_FUSED_ACT = {"NONE": ("none", []), "RELU": ("relu", []), "RELU6": ("hardtanh", [0.0, 6.0])}
+
+
+def _has_fused_conv() -> bool:
+    try:
+        return torch.backends.mkldnn.is_available() and bool(
+            torch.ops.mkldnn._convolution_pointwise.default
+        )
+    except (AttributeError, RuntimeError):
+        return False
+
+
+_HAS_FUSED_CONV = _has_fused_conv()
+
+
+def _fused_1x1(x: torch.Tensor, w: torch.Tensor, op: dict) -> bool:
+    """Whether a convolution runs as oneDNN's fused 1 x 1 convolution: float32 channels-last
+    activations on a CPU, no gradient, stride 1, no groups, an activation it can fuse."""
+    return (
+        _HAS_FUSED_CONV
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and not x.requires_grad
+        and x.dim() == 4
+        and x.is_contiguous(memory_format=torch.channels_last)
+        and tuple(w.shape[2:]) == (1, 1)
+        and tuple(op["stride"]) == (1, 1)
+        and op["groups"] == 1
+        and op["act"] in _FUSED_ACT
+    )
+
+
 def _fuse_pads(ops: list[dict], used: list[int], keep: set[int]) -> list[dict | None]:
     """``ops`` with every zero ``PAD`` of the image borders (same amount on both sides, no
     channels) whose only reader is a ``VALID`` convolution folded into that convolution's
@@ -187,12 +219,13 @@ class TFLiteNet(nn.Module):
         w = getattr(self, op["weight"])
         b = getattr(self, op["bias"]) if op["bias"] else None
         (sh, sw), (dh, dw) = op["stride"], op["dilation"]
-        if w.shape[2:] == (1, 1) and (sh, sw) == (1, 1) and op["groups"] == 1:
-            if x.is_contiguous(memory_format=torch.channels_last) and x.dim() == 4:
-                # a 1 x 1 convolution of channels-last pixels is one matrix product (with the
-                # bias added in it): 2-3x faster on a CPU than conv2d's im2col path
-                y = F.linear(x.permute(0, 2, 3, 1), w.flatten(1), b).permute(0, 3, 1, 2)
-                return _activate(y, op["act"])
+        if _fused_1x1(x, w, op):
+            # oneDNN's convolution with the activation fused: on a CPU 1.2-4x faster than
+            # conv2d, which runs 1 x 1 convolutions of channels-last pixels as im2col + gemm
+            act, scalars = _FUSED_ACT[op["act"]]
+            return torch.ops.mkldnn._convolution_pointwise(
+                x, w, b, [0, 0], [1, 1], [1, 1], 1, act, scalars, ""
+            )
         pad: tuple[int, int] | str = tuple(op.get("pre_pad", (0, 0)))
         if op["padding"] == "SAME":
             top, bottom = _same_pads(x.shape[2], w.shape[2], sh, dh)

@@ -82,9 +82,10 @@ def test_batch_of_two_equals_two_batches_of_one(networks):
 
 
 def test_channels_last_input_equals_nchw(networks):
-    """Channels-last activations (1 x 1 convolutions as one matrix product) and NCHW ones
-    (conv2d) give the same outputs within the interpreter's tolerance; the borders' PAD ops are
-    folded into the convolutions that read them."""
+    """Channels-last activations (1 x 1 convolutions through oneDNN with the activation fused,
+    where the build has it) and NCHW ones (conv2d) give the same outputs within the
+    interpreter's tolerance; the borders' PAD ops are folded into the convolutions that read
+    them."""
     net = networks["detector"]
     x = torch.rand(2, 3, 224, 224, generator=torch.Generator().manual_seed(2)) * 2 - 1
     with torch.no_grad():
