@@ -46,11 +46,25 @@ __all__ = [
     "BlazePoseTracker",
     "crop_rois",
     "detect_rois",
+    "check_frame_size",
     "image_people",
     "landmarks_in_rois",
 ]
 
 NUM_LANDMARKS = 33
+MIN_SIDE = 64
+"""The smallest longer side (pixels) of a frame BlazePose takes: below it the detector, whose
+input is 224 pixels, finds people rarely and ghosts sometimes (a bundled COCO picture: its
+person is found at 64 and at 128 pixels wide, not at 48, 32 or 24, a ghost at 16)."""
+
+
+def check_frame_size(shape: tuple[int, ...], name: str) -> None:
+    """Raise a one-line ``ValueError`` naming ``name`` when a frame of ``shape (H, W, ...)`` is
+    too small for the detector (longer side under :data:`MIN_SIDE`)."""
+    h, w = shape[:2]
+    if max(h, w) < MIN_SIDE:
+        raise ValueError(f"{name}: {w}x{h} pixels is too small for BlazePose's person detector "
+                         f"(at least {MIN_SIDE} pixels on the longer side)")  # fmt: skip
 
 
 @dataclass
