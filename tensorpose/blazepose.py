@@ -44,9 +44,9 @@ from .ops.blazepose import (
 __all__ = [
     "BlazePose",
     "BlazePoseTracker",
+    "check_frame_size",
     "crop_rois",
     "detect_rois",
-    "check_frame_size",
     "image_people",
     "landmarks_in_rois",
 ]
