@@ -107,9 +107,10 @@ def main() -> None:
         print(f"BlazePose stages on {device}, batch {a.batch_size}, ms per frame:")
         for name, ms in row.items():
             print(f"  {name:34s} {ms:7.1f}")
-        write_json("blazepose_stages", device, {"video": str(a.video), "batch": a.batch_size,
-                   "threads": torch.get_num_threads(), "load_average_start": load,
-                   "load_average": os.getloadavg(), "ms_per_frame": row})  # fmt: skip
+        if not a.no_save:
+            write_json("blazepose_stages", device, {"video": str(a.video), "batch": a.batch_size,
+                       "threads": torch.get_num_threads(), "load_average_start": load,
+                       "load_average": os.getloadavg(), "ms_per_frame": row})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load ave
 ``--mode video`` compares video mode instead (MediaPipe's ``static_image_mode=False``: its
 tracking and landmark smoothing, against :class:`tensorpose.blazepose.BlazePoseTracker` frame
 by frame) and writes ``blazepose_vs_mediapipe_video_cpu.json``. The contenders take
-``--turns`` turns, each in a process of its own; ``--baseline DIR`` times an older tensorpose
+``--turns`` turns, each in a process of its own, timed after one untimed call (MediaPipe
+starts its graph, networks included, in its constructor); ``--baseline DIR`` times an older tensorpose
 (``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns. ``--noise-floor`` also
 compares MediaPipe with itself on frames where one pixel value in ten thousand moved by one
 grey level: how far MediaPipe's own output moves under an invisible change (in video mode its
@@ -160,6 +161,9 @@ for fb in iter_frames(video, batch):
         decoded = decoded[:n]
         break
 kp = np.full((len(decoded), 33, 3), np.nan)
+# untimed first call (oneDNN builds its kernels), as MediaPipe's graph starts in its constructor
+warm = pad_frames(decoded[: 1 if mode == "video" else batch], torch.device("cpu"))
+BlazePoseTracker(bp, 1, 1).step(*warm) if mode == "video" else image_people(bp, *warm, 1)
 t0 = time.perf_counter()
 tracker = BlazePoseTracker(bp, 1, 1) if mode == "video" else None
 step = 1 if tracker is not None else batch
