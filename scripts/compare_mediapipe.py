@@ -16,11 +16,12 @@ writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load ave
 tracking and landmark smoothing, against :class:`tensorpose.blazepose.BlazePoseTracker` frame
 by frame) and writes ``blazepose_vs_mediapipe_video_cpu.json``. The contenders take
 ``--turns`` turns, each in a process of its own, timed after one untimed call (MediaPipe
-starts its graph, networks included, in its constructor); ``--baseline DIR`` times an older tensorpose
-(``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns. ``--noise-floor`` also
-compares MediaPipe with itself on frames where one pixel value in ten thousand moved by one
-grey level: how far MediaPipe's own output moves under an invisible change (in video mode its
-tracking feeds each frame's landmarks into the next crop, so such changes grow).
+starts its graph, networks included, in its constructor); ``--baseline DIR`` times an older
+tensorpose (``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns.
+``--noise-floor`` also compares MediaPipe with itself on frames where one pixel value in ten
+thousand moved by one grey level: how far MediaPipe's own output moves under an invisible
+change (in video mode its tracking feeds each frame's landmarks into the next crop, so such
+changes grow).
 """
 
 from __future__ import annotations
