@@ -15,8 +15,13 @@ writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load ave
 ``--mode video`` compares video mode instead (MediaPipe's ``static_image_mode=False``: its
 tracking and landmark smoothing, against :class:`tensorpose.blazepose.BlazePoseTracker` frame
 by frame) and writes ``blazepose_vs_mediapipe_video_cpu.json``. The contenders take
-``--turns`` turns, each in a process of its own; ``--baseline DIR`` times an older tensorpose
-(``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns.
+``--turns`` turns, each in a process of its own, timed after one untimed call (MediaPipe
+starts its graph, networks included, in its constructor); ``--baseline DIR`` times an older
+tensorpose (``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns.
+``--noise-floor`` also compares MediaPipe with itself on frames where one pixel value in ten
+thousand moved by one grey level: how far MediaPipe's own output moves under an invisible
+change (in video mode its tracking feeds each frame's landmarks into the next crop, so such
+changes grow).
 """
 
 from __future__ import annotations
@@ -45,13 +50,19 @@ import cv2, numpy as np
 import mediapipe as mp
 cv2.setNumThreads(1)
 path, n, out, static = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "image"
+noise = float(sys.argv[5])
 cap = cv2.VideoCapture(path)
 frames = []
+rng = np.random.default_rng(0)
 while len(frames) < n or n <= 0:
     ok, f = cap.read()
     if not ok:
         break
     frames.append(cv2.cvtColor(f, cv2.COLOR_BGR2RGB))
+    if noise > 0:  # one grey level up or down on a share `noise` of the values
+        hit = rng.random(frames[-1].shape) < noise
+        v = frames[-1][hit].astype(int) + rng.choice([-1, 1], int(hit.sum()))
+        frames[-1][hit] = np.clip(v, 0, 255)
 kp = np.full((len(frames), 33, 3), np.nan)
 with mp.solutions.pose.Pose(static_image_mode=static, model_complexity=1) as pose:
     t0 = time.perf_counter()
@@ -64,6 +75,43 @@ with mp.solutions.pose.Pose(static_image_mode=static, model_complexity=1) as pos
 np.save(out, kp)
 print(json.dumps({"frames": len(frames), "seconds": seconds}))
 """
+
+
+FIXTURE = ROOT / "tests/data/blazepose_mediapipe_images.npz"
+
+IMAGES_WORKER = r"""
+import sys, numpy as np, mediapipe as mp
+frames = np.load(sys.argv[1])
+out = {}
+with mp.solutions.pose.Pose(static_image_mode=True, model_complexity=1) as pose:
+    for name in sorted(frames.files):
+        rgb = frames[name]
+        r = pose.process(rgb)
+        h, w = rgb.shape[:2]
+        lm = [] if r.pose_landmarks is None else r.pose_landmarks.landmark
+        out[name] = np.array([[p.x * w, p.y * h, p.visibility] for p in lm]).reshape(-1, 33, 3)
+np.savez(sys.argv[2], **out)
+"""
+
+
+def record_fixture(py: Path, out: Path = FIXTURE, count: int = 3) -> None:
+    """MediaPipe's image-mode landmarks on the first ``count`` bundled COCO pictures (decoded by
+    tensorpose's reader, so both read the same pixels): ``keypoints_<i> (n, 33, 3)`` pixels and
+    visibility, the reference of tests/test_blazepose.py."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from tensorpose.io.video import read_image
+
+    images = sorted((ROOT / "tensorpose/assets/coco/images").glob("*.jpg"))[:count]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "frames.npz", Path(tmp) / "kp.npz"
+        np.savez(src, **{f"keypoints_{i}": read_image(p) for i, p in enumerate(images)})
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        subprocess.run([str(py), "-c", IMAGES_WORKER, str(src), str(dst)], check=True, env=env)
+        got = dict(np.load(dst))
+    np.savez(out, names=np.array([p.name for p in images]), **got)
+    print(f"-> {out}: " + ", ".join(f"{k} {v.shape}" for k, v in sorted(got.items())))
 
 
 def make_venv(folder: Path, find_links: Path | None) -> Path:
@@ -82,14 +130,16 @@ def make_venv(folder: Path, find_links: Path | None) -> Path:
     return py
 
 
-def run_mediapipe(py: Path, video: Path, frames: int, mode: str = "image"):
+def run_mediapipe(py: Path, video: Path, frames: int, mode: str = "image", noise: float = 0.0):
+    """MediaPipe on the video's frames; ``noise``: that share of the pixel values moved by one
+    grey level first (seeded), to measure how far MediaPipe moves from itself."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "kp.npy"
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        r = subprocess.run([str(py), "-c", WORKER, str(video), str(frames), str(out), mode],
-                           check=True, capture_output=True, text=True, env=env)  # fmt: skip
+        cmd = [str(py), "-c", WORKER, str(video), str(frames), str(out), mode, str(noise)]
+        r = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
         info = json.loads(r.stdout.strip().splitlines()[-1])
         return np.load(out), info
 
@@ -112,6 +162,9 @@ for fb in iter_frames(video, batch):
         decoded = decoded[:n]
         break
 kp = np.full((len(decoded), 33, 3), np.nan)
+# untimed first call (oneDNN builds its kernels), as MediaPipe's graph starts in its constructor
+warm = pad_frames(decoded[: 1 if mode == "video" else batch], torch.device("cpu"))
+BlazePoseTracker(bp, 1, 1).step(*warm) if mode == "video" else image_people(bp, *warm, 1)
 t0 = time.perf_counter()
 tracker = BlazePoseTracker(bp, 1, 1) if mode == "video" else None
 step = 1 if tracker is not None else batch
@@ -155,6 +208,7 @@ def compare(ours, theirs) -> dict:
         "median_px": float(np.median(d)) if d.size else None,
         "p95_px": float(np.percentile(d, 95)) if d.size else None,
         "frames_median_over_1px": int((per_frame > 1).sum()),
+        "largest_frame_median_px": float(per_frame.max()) if len(per_frame) else None,
     }
 
 
@@ -175,10 +229,18 @@ def main(argv: list[str] | None = None) -> int:
                    "MediaPipe's static_image_mode=False (tracking, smoothing) against "
                    "BlazePoseTracker, frame by frame")  # fmt: skip
     p.add_argument("--baseline-label", default=None, help="what --baseline is (e.g. a commit)")
+    p.add_argument("--fixture", action="store_true", help=f"only record MediaPipe's landmarks "
+                   f"on three bundled pictures into {FIXTURE.relative_to(ROOT)}")  # fmt: skip
+    p.add_argument("--noise-floor", type=float, default=1e-4, help="also compare MediaPipe "
+                   "with itself on frames where this share of the pixel values moved by one grey "
+                   "level (0: skip)")  # fmt: skip
     a = p.parse_args(argv)
     if a.out == OUT and a.mode == "video":
         a.out = OUT.with_name("blazepose_vs_mediapipe_video_cpu.json")
     py = make_venv(a.venv, a.find_links)
+    if a.fixture:
+        record_fixture(py)
+        return 0
     load0 = os.getloadavg()
     rows = []
     for video in a.videos:
@@ -192,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                 _, b_info = run_tensorpose(a.baseline, video, a.frames, a.batch_size, a.mode)
                 rates["baseline"].append(b_info["frames"] / b_info["seconds"])
         row = {"video": str(video), **compare(ours, theirs[: len(ours)])}
+        if a.noise_floor > 0:
+            noisy, _ = run_mediapipe(py, video, a.frames, a.mode, a.noise_floor)
+            row["mediapipe_vs_itself"] = {"noise": a.noise_floor, **compare(noisy, theirs)}
         for k, v in rates.items():
             if v:
                 row[f"{k}_frames_per_s"] = statistics.median(v)
@@ -201,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['median_px']:.2f} px, p95 {row['p95_px']:.2f} px; tensorpose "
               f"{row['tensorpose_frames_per_s']:.1f} frames/s, MediaPipe "
               f"{row['mediapipe_frames_per_s']:.1f} frames/s (one thread each)")  # fmt: skip
+        if "mediapipe_vs_itself" in row:
+            f = row["mediapipe_vs_itself"]
+            print(f"  MediaPipe against itself (one grey level on {a.noise_floor:g} of the "
+                  f"values): "
+                  f"median {f['median_px']:.2f} px, p95 {f['p95_px']:.2f} px")  # fmt: skip
         if rates["baseline"]:
             print(f"  baseline tensorpose {row['baseline_frames_per_s']:.1f} frames/s")
     report = {

@@ -22,10 +22,7 @@ def test_predict_blazepose_writes_33_landmarks(tmp_path, capsys):
     files = list((tmp_path / "out/openpose").glob("*_keypoints.json"))
     assert len(files) == 1
     people = json.loads(files[0].read_text())["people"]
-    if rc == 0:
-        assert people and len(people[0]["pose_keypoints_2d"]) == 99
-    else:
-        assert rc == 1 and "1 of 1 frames without a person" in out
+    assert rc == 0 and people and len(people[0]["pose_keypoints_2d"]) == 99
 
 
 def test_predict_blazepose_refuses_a_checkpoint(tmp_path, capsys):
@@ -96,3 +93,65 @@ def test_predict_blazepose_folder_of_videos_and_images_is_one_line(tmp_path, cap
     rc = main(["predict", str(folder), "--model", "blazepose", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "both videos and images" in err
+
+
+def _one_line(rc: int, err: str, *words: str) -> None:
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+
+
+def test_predict_blazepose_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
+    """A non-video, a truncated video and an image too small for the detector: one line naming
+    the file, exit status 2, no output folder."""
+    import cv2
+    import numpy as np
+
+    fake = tmp_path / "notes.mp4"
+    fake.write_text("not a video\n")
+    good = tmp_path / "clip.mp4"
+    _video(good, IMAGE, 12)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    tiny = tmp_path / "tiny.png"
+    cv2.imwrite(str(tiny), cv2.resize(cv2.imread(str(IMAGE)), (48, 32)))
+    for path, mode, words in ((fake, [], ["notes.mp4"]), (cut, [], ["cut.mp4", "truncated"]),
+                              (cut, ["--image-mode"], ["cut.mp4", "truncated"]),
+                              (tiny, [], ["tiny.png", "48x32", "too small"])):  # fmt: skip
+        out = tmp_path / f"out_{path.stem}{len(mode)}"
+        rc = main(["predict", str(path), "--model", "blazepose", "--out", str(out), "--quiet",
+                   *mode])  # fmt: skip
+        _one_line(rc, capsys.readouterr().err, *words)
+        assert not out.exists()
+    small_video = tmp_path / "small.mp4"
+    w = cv2.VideoWriter(str(small_video), cv2.VideoWriter_fourcc(*"mp4v"), 10.0, (40, 30))
+    for _ in range(3):
+        w.write(np.full((30, 40, 3), 128, np.uint8))
+    w.release()
+    rc = main(["predict", str(small_video), "--model", "blazepose", "--out",
+               str(tmp_path / "o2"), "--quiet"])  # fmt: skip
+    _one_line(rc, capsys.readouterr().err, "small.mp4", "too small")
+
+
+def test_predict_blazepose_without_a_person_exits_1(tmp_path, capsys):
+    """A picture and a video with nobody in them: written, the summary counts the frames
+    without a person, exit status 1 (0 needs a person in at least one frame)."""
+    import cv2
+    import numpy as np
+
+    blank = np.full((240, 320, 3), 127, np.uint8)
+    cv2.imwrite(str(tmp_path / "empty.png"), blank)
+    rc = main(["predict", str(tmp_path / "empty.png"), "--model", "blazepose", "--out",
+               str(tmp_path / "o"), "--quiet"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 1 and "1 of 1 frames without a person" in out, out
+    assert (tmp_path / "o/results.json").is_file()
+    w = cv2.VideoWriter(str(tmp_path / "empty.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 10.0,
+                        (320, 240))  # fmt: skip
+    for _ in range(3):
+        w.write(blank)
+    w.release()
+    rc = main(["predict", str(tmp_path / "empty.mp4"), "--model", "blazepose", "--out",
+               str(tmp_path / "v"), "--quiet"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 1 and "3 of 3 frames without a person" in out, out

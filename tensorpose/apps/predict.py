@@ -39,7 +39,7 @@ import cv2
 import numpy as np
 import torch
 
-from ..blazepose import BlazePoseTracker, image_people
+from ..blazepose import BlazePoseTracker, check_frame_size, image_people
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
@@ -185,6 +185,8 @@ def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, c
     if pose.kind == "centernet":
         return centernet_people(pose, images, size, 0.0), False
     if pose.kind == "blazepose":
+        for img, name in zip(fb.images, fb.names, strict=True):
+            check_frame_size(img.shape, name)
         return _coco_and_landmarks(image_people(pose, images, size, chunk)), False
     matched = False
     if detector is not None:
@@ -257,6 +259,8 @@ def _run_tracked(videos: list[Path], pose, staged: list[_Staged], bar, max_peopl
     for step in iter_videos_lockstep(videos):  # a loop over time: the tracking recurrence
         for i, fb in enumerate(step):
             if fb is not None:
+                if last[i] is None:
+                    check_frame_size(fb.images[0].shape, str(videos[i]))
                 last[i] = fb.images[0]
             elif last[i] is not None and last[i].any():
                 last[i] = np.zeros_like(last[i])

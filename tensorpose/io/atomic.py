@@ -20,6 +20,7 @@ end:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -286,6 +287,7 @@ class OutputFolder:
         self.staging: Path | None = None
         self.lock: FolderLock | None = None
         self.committed: list[Path] = []
+        self.created = False  # whether entering made out_dir (left out if it stays empty)
 
     def _check_existing(self) -> None:
         """Without ``overwrite``, refuse an output that exists (a symlink, even a dangling one,
@@ -304,6 +306,7 @@ class OutputFolder:
             )
 
     def __enter__(self) -> OutputFolder:
+        self.created = not self.out_dir.exists()  # removed again if nothing gets committed
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.lock = FolderLock(self.out_dir, self.say).acquire()
         try:
@@ -356,3 +359,6 @@ class OutputFolder:
         finally:
             if self.lock is not None:
                 self.lock.release()
+            if self.created and not self.committed:
+                with contextlib.suppress(OSError):  # only if still empty
+                    self.out_dir.rmdir()

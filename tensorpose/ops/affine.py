@@ -26,10 +26,12 @@ from ._constants import constant
 __all__ = [
     "box_to_center_scale",
     "crop_matrix",
+    "fixed_point_maps",
     "get_affine_transform",
     "invert_affine",
     "transform_points",
     "warp_affine",
+    "warp_affine_fixed_point",
     "warp_affine_indexed",
 ]
 
@@ -190,7 +192,6 @@ def warp_affine(
     size: tuple[int, int],
     fill: float = 0.0,
     out_dtype: torch.dtype | None = None,
-    border: str = "constant",
 ) -> torch.Tensor:
     """Batched affine warp, bilinear with a constant border.
 
@@ -207,10 +208,8 @@ def warp_affine(
         fill: border value.
         out_dtype: output dtype; default the input's. Integer outputs are rounded and clamped
             to the dtype's range (OpenCV's uint8 path uses 1/32-pixel fixed point, so uint8
-            results differ from it by a fraction of a grey level).
-        border: ``"constant"`` (``fill``) or ``"replicate"`` (``cv2.BORDER_REPLICATE``: the
-            sample point is clamped to the outer pixel centres, which for bilinear is the
-            same; ``fill`` is then unused).
+            results differ from it by a fraction of a grey level; see
+            :func:`warp_affine_fixed_point` for OpenCV 4's arithmetic).
 
     Returns:
         ``(B, C, H, W)``.
@@ -228,7 +227,6 @@ def warp_affine(
     H, W = (int(v) for v in size)
     if H < 1 or W < 1:
         raise ValueError(f"size must be positive (H, W), got {size}")
-    fill = _check_border(border, fill)
     out_dtype = out_dtype or images.dtype
     work = matrices.dtype if images.dtype == torch.uint8 else images.dtype
     if not work.is_floating_point:
@@ -249,8 +247,6 @@ def warp_affine(
     X, Y = xs[None, None, :], ys[None, :, None]
     sx = a * X + b * Y + c
     sy = d * X + e * Y + f
-    if border == "replicate":
-        sx, sy = sx.clamp(0, W_in - 1), sy.clamp(0, H_in - 1)
     grid = torch.stack([(2 * sx + 1) / W_in - 1, (2 * sy + 1) / H_in - 1], dim=-1).to(work)
     if _gather_path(images, work, fill):
         out = _gather_bilinear(images.permute(0, 2, 3, 1), grid, H_in)
@@ -271,7 +267,6 @@ def warp_affine_indexed(
     batch_index: torch.Tensor,
     fill: float = 0.0,
     out_dtype: torch.dtype | None = None,
-    border: str = "constant",
 ) -> torch.Tensor:
     """Affine warps of ``K`` crops out of ``B`` images, crop ``k`` read from image
     ``batch_index[k]`` (several crops per image, e.g. every person of a picture).
@@ -293,7 +288,6 @@ def warp_affine_indexed(
         batch_index: ``(K,)`` integer image of each crop, in ``[0, B)``.
         fill: border value.
         out_dtype: output dtype; default the input's (integer outputs are rounded and clamped).
-        border: ``"constant"`` or ``"replicate"``, as in :func:`warp_affine`.
 
     Returns:
         ``(K, C, H, W)``.
@@ -316,15 +310,13 @@ def warp_affine_indexed(
     H, W = (int(v) for v in size)
     if H < 1 or W < 1:
         raise ValueError(f"size must be positive (H, W), got {size}")
-    fill = _check_border(border, fill)
     out_dtype = out_dtype or images.dtype
     work = images.dtype if images.is_floating_point() else matrices.dtype
     if not work.is_floating_point:
         work = torch.float32
     if images.device.type == "cpu" and work in (torch.float16, torch.bfloat16):
         work = torch.float32
-    grid = _tall_grid(matrices, batch_index, B, (H_in, W_in), (H, W), work, images.device,
-                      border == "replicate")  # fmt: skip
+    grid = _tall_grid(matrices, batch_index, B, (H_in, W_in), (H, W), work, images.device)
     if _gather_path(images, work, fill):
         out = _gather_bilinear(images.permute(0, 2, 3, 1), grid, B * (H_in + 1), H_in + 1)
         out = out.transpose(0, 1).contiguous().transpose(0, 1)  # the layout of the path below
@@ -339,6 +331,108 @@ def warp_affine_indexed(
         return out.to(out_dtype)
     info = torch.iinfo(out_dtype)
     return out.round().clamp_(info.min, info.max).to(out_dtype)
+
+
+def fixed_point_maps(
+    matrices: torch.Tensor, size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """OpenCV 4's fixed-point sample points of affine warps (``cv2.warpPerspective`` with
+    ``INTER_LINEAR``): each output pixel's source point, in float64, rounded to 1/32 pixel
+    (half to even, as ``cvRound``).
+
+    Args:
+        matrices: ``(K, 2, 3)`` source -> output matrices.
+        size: ``(H, W)`` of the output.
+
+    Returns:
+        ``first (K, H, W, 2)`` the top-left source pixel ``(x, y)`` of each 2 x 2 and ``frac
+        (K, H, W, 2)`` its position inside, in 1/32 pixel (``0 .. 31``), both int64. These are
+        the maps ``cv2.remap`` takes as ``CV_16SC2`` and ``frac_y * 32 + frac_x``.
+    """
+    check_tensor("matrices", matrices, 3)
+    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
+    H, W = (int(v) for v in size)
+    if H < 1 or W < 1:
+        raise ValueError(f"size must be positive (H, W), got {size}")
+    dev = matrices.device
+    inv = invert_affine(matrices.to(torch.float64))
+    X = torch.arange(W, device=dev, dtype=torch.float64).view(1, 1, W)
+    Y = torch.arange(H, device=dev, dtype=torch.float64).view(1, H, 1)
+    q = []  # per axis: the source point in 1/32 pixels
+    for i in range(2):
+        t = inv[:, i, :, None, None]
+        q.append(torch.round((t[:, 0] * X + (t[:, 1] * Y + t[:, 2])) * 32).to(torch.int64))
+    q = torch.stack(q, -1)
+    return q >> 5, q & 31
+
+
+def warp_affine_fixed_point(
+    images: torch.Tensor,
+    matrices: torch.Tensor,
+    size: tuple[int, int],
+    batch_index: torch.Tensor | None = None,
+    sizes: torch.Tensor | None = None,
+    border: str = "constant",
+) -> torch.Tensor:
+    """Affine warps of uint8 images with OpenCV 4's fixed-point bilinear: the arithmetic of
+    ``cv2.warpPerspective(img, M, (W, H), flags=INTER_LINEAR)`` on 8-bit images (which
+    MediaPipe's ``ImageToTensorCalculator`` runs), bit for bit.
+
+    Each output pixel's source point (float64) is rounded to 1/32 pixel (half to even); its
+    2 x 2 source pixels are weighted by integers ``(32 - a)(32 - b) 32 ...`` summing to
+    ``2^15``, and the sum is rounded half up to uint8. (OpenCV 5 samples exactly instead, as
+    :func:`warp_affine` does: the two differ by one grey level in about 1% of the pixels.)
+
+    Args:
+        images: ``(B, C, H_in, W_in)`` uint8; channels-last memory (``(B, H, W, C).permute(0,
+            3, 1, 2)``) reads without a copy.
+        matrices: ``(K, 2, 3)`` source -> output matrices.
+        size: ``(H, W)`` of the output.
+        batch_index: ``(K,)`` image of each crop (default: crop ``k`` reads image ``k``).
+        sizes: ``(K, 2)`` ``(w, h)`` of the valid top-left part of each crop's image (frames
+            zero-padded to a common size); default the whole image. Pixels beyond it are
+            the border.
+        border: ``"constant"`` (zero) or ``"replicate"`` (``cv2.BORDER_REPLICATE``).
+
+    Returns:
+        ``(K, C, H, W)`` uint8, channels-last memory.
+    """
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4:
+        raise ValueError("images must be a uint8 tensor of shape (B, C, H, W)")
+    check_tensor("matrices", matrices, 3)
+    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
+    B, C, H_in, W_in = images.shape
+    K, dev = matrices.shape[0], images.device
+    if batch_index is None:
+        if K != B:
+            raise ValueError(f"matrices must have one row per image ({B}), got {K}")
+        batch_index = torch.arange(B, device=dev)
+    _check_index("batch_index", batch_index, B)
+    if border not in ("constant", "replicate"):
+        raise ValueError(f"border must be 'constant' or 'replicate', got {border!r}")
+    H, W = (int(v) for v in size)
+    if sizes is None:
+        sizes = torch.tensor([W_in, H_in], device=dev).expand(K, 2)
+    lim = sizes.to(dev, torch.int64).view(K, 1, 1, 2)
+    first, frac = fixed_point_maps(matrices, (H, W))
+    first, frac = first.unbind(-1), frac.unbind(-1)
+    flat = images.permute(0, 2, 3, 1).reshape(-1, C)
+    base = batch_index.to(dev, torch.int64).view(K, 1, 1) * (H_in * W_in)
+    acc = torch.zeros(K, H, W, C, dtype=torch.int32, device=dev)
+    for dy in (0, 1):  # the 2 x 2 source pixels of every output pixel (all at once)
+        for dx in (0, 1):
+            x, y = first[0] + dx, first[1] + dy
+            w = (frac[0] if dx else 32 - frac[0]) * (frac[1] if dy else 32 - frac[1]) * 32
+            if border == "replicate":
+                x = torch.minimum(x.clamp_min(0), lim[..., 0] - 1)
+                y = torch.minimum(y.clamp_min(0), lim[..., 1] - 1)
+            else:
+                ok = (x >= 0) & (x < lim[..., 0]) & (y >= 0) & (y < lim[..., 1])
+                w, x, y = w * ok, x * ok, y * ok
+            v = flat.index_select(0, (base + y * W_in + x).flatten()).view(K, H, W, C)
+            acc.addcmul_(v.to(torch.int32), w.to(torch.int32).unsqueeze(-1))
+    out = torch.bitwise_right_shift(acc + (1 << 14), 15).clamp_(0, 255).to(torch.uint8)
+    return out.permute(0, 3, 1, 2)
 
 
 def _gather_path(images: torch.Tensor, work: torch.dtype, fill: float) -> bool:
@@ -422,11 +516,10 @@ def _tall_grid(
     size: tuple[int, int],
     work: torch.dtype,
     device: torch.device,
-    replicate: bool = False,
 ) -> torch.Tensor:
     """The sampling grid ``(K, H, W, 2)`` of :func:`warp_affine_indexed` in the tall image's
     ``[-1, 1]`` coordinates; points whose two source rows leave their own image are moved
-    outside the tall image (``replicate``: clamped to its outer pixel centres instead)."""
+    outside the tall image."""
     (H_in, W_in), (H, W) = size_in, size
     K, Ht = matrices.shape[0], H_in + 1
     # One affine map per crop, output pixel -> tall-image [-1, 1] coordinates (the inverse
@@ -451,21 +544,8 @@ def _tall_grid(
     lo = ((2 * (top - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
     hi = ((2 * (top + H_in) + 1) / Hs - 1).to(work).view(K, 1, 1)
     gy = grid[..., 1]
-    if replicate:
-        first = ((2 * top + 1) / Hs - 1).to(work).view(K, 1, 1)
-        last = ((2 * (top + H_in - 1) + 1) / Hs - 1).to(work).view(K, 1, 1)
-        torch.minimum(torch.maximum(gy, first), last, out=gy)
-        grid[..., 0].clamp_(1 / W_in - 1, 1 - 1 / W_in)
-        return grid
     grid[..., 0].masked_fill_((gy <= lo) | (gy >= hi), -3.0)
     return grid
-
-
-def _check_border(border: str, fill: float) -> float:
-    """The fill value a border mode samples with (``replicate`` clamps, so none)."""
-    if border not in ("constant", "replicate"):
-        raise ValueError(f"border must be 'constant' or 'replicate', got {border!r}")
-    return 0.0 if border == "replicate" else fill
 
 
 def _check_index(name: str, index: torch.Tensor, n: int) -> None:

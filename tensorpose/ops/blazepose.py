@@ -227,10 +227,14 @@ def alignment_roi(
 
 
 def refine_landmarks(
-    xy: torch.Tensor, heatmaps: torch.Tensor, kernel_size: int = 7, min_confidence: float = 0.5
+    xy: torch.Tensor, heatmaps: torch.Tensor, kernel_size: int = 9, min_confidence: float = 0.5
 ) -> torch.Tensor:
     """Landmarks ``(..., L, 2)`` in ``[0, 1]`` of the crop, refined by heatmap logits
     ``(..., L, h, w)`` (MediaPipe's ``RefineLandmarksFromHeatmapCalculator``).
+
+    The default window is 9 cells, the calculator's own default: MediaPipe 0.10.14's graph asks
+    for 7, but ``mp.solutions.pose`` loses that option when it rebuilds the graph (its Python
+    side does not know the option's type), so the pipeline users run refines with 9.
 
     Around the cell ``trunc(x w), trunc(y h)`` a ``kernel_size`` window (cut at the map's
     edges) of ``sigmoid(heatmap)`` weights its cell indices; where the window's largest weight

@@ -121,6 +121,17 @@ def test_an_output_name_is_one_plain_name(tmp_path, name):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_failed_command_leaves_no_new_folder(tmp_path):
+    """Nothing written on error: the output folder the command made goes again; a folder
+    that was there stays."""
+    for out in (tmp_path / "new", tmp_path):
+        with pytest.raises(RuntimeError), OutputFolder(out, ["a.npz"], say=quiet) as o:
+            o.path("a.npz").write_bytes(b"half")
+            raise RuntimeError("the input was bad")
+        assert not (out / "a.npz").exists()
+    assert not (tmp_path / "new").exists() and tmp_path.is_dir()
+
+
 # ---------------------------------------------------------------- overwrite
 
 

@@ -81,6 +81,22 @@ def test_batch_of_two_equals_two_batches_of_one(networks):
         torch.testing.assert_close(a[1:], b, atol=1e-4, rtol=1e-4)
 
 
+def test_channels_last_input_equals_nchw(networks):
+    """Channels-last activations (1 x 1 convolutions through oneDNN with the activation fused,
+    where the build has it) and NCHW ones (conv2d) give the same outputs within the
+    interpreter's tolerance; the borders' PAD ops are folded into the convolutions that read
+    them."""
+    net = networks["detector"]
+    x = torch.rand(2, 3, 224, 224, generator=torch.Generator().manual_seed(2)) * 2 - 1
+    with torch.no_grad():
+        a = net(x.contiguous())
+        b = net(x.contiguous(memory_format=torch.channels_last))
+    for u, v in zip(a, b, strict=True):
+        torch.testing.assert_close(u, v, atol=1e-3, rtol=1e-4)
+    pads = sum(op["op"] == "PAD" for op in net.desc["ops"])
+    assert sum(op["op"] == "PAD" for op, _ in net._plan((0, 1))) < pads
+
+
 def test_outputs_subset_computes_only_those(networks):
     """``outputs=`` runs the ops those outputs need: the same values, None for the rest."""
     net = networks["landmark"]

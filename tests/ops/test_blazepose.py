@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.ops.affine import warp_affine, warp_affine_indexed
+from tensorpose.ops.affine import warp_affine_fixed_point
 from tensorpose.ops.blazepose import (
     alignment_roi,
     decode_detections,
@@ -177,7 +177,7 @@ def test_alignment_roi_loop():
     assert r.abs().item() < 1e-6
 
 
-def _refine_loop(xy, hm, k=7, min_conf=0.5):
+def _refine_loop(xy, hm, k=9, min_conf=0.5):
     """RefineLandmarksFromHeatMap, as its loop (float -> int truncates toward zero)."""
     L, h, w = hm.shape
     out = [list(p) for p in xy]
@@ -233,28 +233,49 @@ def test_decode_landmarks_equal_the_projection_loop():
             assert out["presence"][b, j].item() == pytest.approx(_sigmoid(p))
 
 
-def test_replicate_border_equals_clamped_reads():
+def _opencv4_warp_loop(img, M, size, w_valid, h_valid, replicate):
+    """cv2.warpPerspective(img, M, size, INTER_LINEAR) of OpenCV 4 on uint8, one pixel at a
+    time: the inverse-mapped point rounded to 1/32 pixel (cvRound: half to even), integer
+    bilinear weights out of 2^15, the sum rounded half up."""
+    inv = np.linalg.inv(np.vstack([M, [0.0, 0.0, 1.0]]))
+    h, w = size
+    out = np.zeros((img.shape[0], h, w), np.int64)
+    for yy in range(h):
+        for xx in range(w):
+            sx, sy, _ = inv @ [xx, yy, 1.0]
+            X, Y = int(np.rint(sx * 32)), int(np.rint(sy * 32))
+            x0, y0, ax, ay = X >> 5, Y >> 5, X & 31, Y & 31
+            acc = 0
+            for dy, wy in ((0, 32 - ay), (1, ay)):
+                for dx, wx in ((0, 32 - ax), (1, ax)):
+                    x, y = x0 + dx, y0 + dy
+                    if replicate:
+                        x, y = min(max(x, 0), w_valid - 1), min(max(y, 0), h_valid - 1)
+                    elif not (0 <= x < w_valid and 0 <= y < h_valid):
+                        continue
+                    acc = acc + img[:, y, x].astype(np.int64) * (wy * wx * 32)
+            out[:, yy, xx] = np.clip((acc + (1 << 14)) >> 15, 0, 255)
+    return out
+
+
+@pytest.mark.parametrize("border", ["constant", "replicate"])
+def test_fixed_point_warp_equals_opencv4s_pixel_loop(border):
     g = torch.Generator().manual_seed(7)
-    img = torch.randint(0, 256, (2, 3, 20, 30), generator=g, dtype=torch.uint8)
-    M = roi_matrix(torch.tensor([[2.0, 18.0], [28.0, 1.0]]), torch.tensor([40.0, 25.0]),
-                   torch.tensor([0.4, -1.0]), 16)  # fmt: skip
-    a = warp_affine(img.double(), M.double(), (16, 16), border="replicate")
-    b = warp_affine_indexed(img.double(), M.double(), (16, 16), torch.tensor([0, 1]),
-                            border="replicate")  # fmt: skip
-    inv = torch.linalg.inv(torch.cat([M.double(), torch.tensor([[[0, 0, 1.0]]] * 2)], 1))
-    for i in range(2):
-        for yy in range(0, 16, 5):
-            for xx in range(0, 16, 5):
-                sx, sy, _ = (inv[i] @ torch.tensor([xx, yy, 1.0]).double()).tolist()
-                x0, y0 = math.floor(sx), math.floor(sy)
-                fx, fy = sx - x0, sy - y0
-                px = lambda x, y, i=i: img[i, :, min(max(y, 0), 19), min(max(x, 0), 29)].double()  # noqa: E731
-                ref = ((1 - fx) * (1 - fy) * px(x0, y0) + fx * (1 - fy) * px(x0 + 1, y0)
-                       + (1 - fx) * fy * px(x0, y0 + 1) + fx * fy * px(x0 + 1, y0 + 1))  # fmt: skip
-                np.testing.assert_allclose(a[i, :, yy, xx].numpy(), ref.numpy(), atol=1e-9)
-                np.testing.assert_allclose(b[i, :, yy, xx].numpy(), ref.numpy(), atol=1e-6)
+    img = torch.randint(0, 256, (2, 20, 30, 3), generator=g, dtype=torch.uint8)
+    sizes = torch.tensor([[30, 20], [25, 17]])  # the second image zero-padded to 30 x 20
+    img[1, 17:], img[1, :, 25:] = 0, 0
+    c = torch.tensor([[2.0, 18.0], [28.0, 1.0], [12.3, 9.7]])
+    M = roi_matrix(c, torch.tensor([40.0, 25.0, 13.0]), torch.tensor([0.4, -1.0, 0.0]), 16)
+    idx = torch.tensor([0, 1, 1])
+    got = warp_affine_fixed_point(img.permute(0, 3, 1, 2), M, (16, 16), idx, sizes[idx], border)
+    assert got.dtype == torch.uint8 and got.shape == (3, 3, 16, 16)
+    for k in range(3):
+        w, h = sizes[idx[k]].tolist()
+        want = _opencv4_warp_loop(img[idx[k]].permute(2, 0, 1).numpy(), M[k].double().numpy(),
+                                  (16, 16), w, h, border == "replicate")  # fmt: skip
+        np.testing.assert_array_equal(got[k].numpy(), want)
     with pytest.raises(ValueError, match="border must be"):
-        warp_affine(img, M, (4, 4), border="wrap")
+        warp_affine_fixed_point(img.permute(0, 3, 1, 2), M[:2], (4, 4), border="wrap")
 
 
 def _one_euro_naive(values, scales, fps, min_cutoff, beta, d_cutoff):
