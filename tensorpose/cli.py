@@ -54,12 +54,13 @@ def _smooth(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--layout must be one of {', '.join(SMOOTH_LAYOUTS)}, got {args.layout!r}"
         )
-    settings = FilterSettings(args.method, args.fps, args.model, args.process_noise,
+    settings = FilterSettings(args.method, 30.0 if args.fps is None else args.fps, args.model,
+                              args.process_noise,
                               args.measurement_noise, args.min_cutoff, args.beta,
                               args.d_cutoff)  # fmt: skip
     report = smooth_folder(args.input_dir, args.out, settings, args.layout, args.min_confidence,
                            None if args.no_plot else args.joint, args.track,
-                           args.overwrite)  # fmt: skip
+                           args.overwrite, fps_from_files=args.fps is None)  # fmt: skip
     _print(summary(report, settings, args.min_confidence))
     return 0
 
@@ -260,7 +261,12 @@ def add_smooth(sub) -> None:
     p.add_argument("input_dir", help="OpenPose JSON folder (or a folder of such folders)")
     p.add_argument("--method", choices=["kalman", "rts", "one-euro"], default="rts")
     p.add_argument("--out", default=None, help="output folder (default ./smoothed_<name>_<method>)")
-    p.add_argument("--fps", type=float, default=30.0, help="frame rate (bundled tracks: 60)")
+    p.add_argument(
+        "--fps",
+        type=float,
+        default=None,
+        help="frame rate (default: what the JSON records, else 30; bundled tracks: 60)",
+    )
     p.add_argument("--layout", default=None,
                    help=f"one of {', '.join(SMOOTH_LAYOUTS)} (default: detect)")  # fmt: skip
     p.add_argument("--min-confidence", type=float, default=0.3)

@@ -100,13 +100,15 @@ def _video_rates(places: list[Path]) -> dict[str, float]:
 def find_fps(tracks_dir: Path, folders: list[Path], fps: float | None,
              bundled: float | None) -> tuple[float, str]:  # fmt: skip
     """The frame rate and where it came from: ``--fps``; else an ``.npz`` with an ``fps`` key in
-    ``tracks_dir`` or a camera folder; else the videos in ``tracks_dir``, ``tracks_dir/videos``
+    ``tracks_dir`` or a camera folder; else the ``fps`` the camera folders' JSON records (written
+    by ``predict`` and ``smooth``); else the videos in ``tracks_dir``, ``tracks_dir/videos``
     or ``tracks_dir/../videos``; else ``bundled`` (the bundled trial's 60). The sources found
     must agree; none found is one error naming ``--fps``."""
     if fps is not None:
         return _check_fps(fps), "--fps"
     root = Path(tracks_dir)
     for kind, rates in (("npz", lambda: _npz_rates([root, *folders])),
+                        ("JSON", lambda: _json_rates(folders)),
                         ("video", lambda: _video_rates([root, root / "videos",
                                                         root.parent / "videos"]))):  # fmt: skip
         found = rates()
@@ -120,8 +122,20 @@ def find_fps(tracks_dir: Path, folders: list[Path], fps: float | None,
     if bundled is not None:
         return bundled, "the bundled trial (60 fps)"
     raise ValueError(f"--fps is needed for the TRC time column: no video in {root}, "
-                     f"{root / 'videos'} or {root.parent / 'videos'} and no .npz with an fps key "
-                     "next to the tracks")  # fmt: skip
+                     f"{root / 'videos'} or {root.parent / 'videos'}, no .npz with an fps key "
+                     "next to the tracks and no fps in their JSON")  # fmt: skip
+
+
+def _json_rates(folders: list[Path]) -> dict[str, float]:
+    """The ``fps`` each camera folder's JSON records (folders recording none left out)."""
+    from .io.openpose import frame_files, recorded_fps
+
+    found = {}
+    for folder in folders:  # a handful of cameras
+        fps = recorded_fps(frame_files(folder))
+        if fps is not None:
+            found[folder.name] = fps
+    return found
 
 
 # --------------------------------------------------------------------------------- filters

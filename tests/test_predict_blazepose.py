@@ -4,6 +4,9 @@ import json
 import shutil
 from pathlib import Path
 
+import cv2
+import pytest
+
 from tensorpose.cli import main
 
 IMAGE = sorted(
@@ -66,8 +69,11 @@ def test_predict_blazepose_folder_of_videos_gives_openpose_folder_per_camera(tmp
     assert (tmp_path / "out/cam01.mp4").is_file() and (tmp_path / "out/cam02.mp4").is_file()
     results = json.loads((tmp_path / "out/results.json").read_text())
     assert {r["video"] for r in results} == {"cam01", "cam02"}
-    first = json.loads(next(iter(sorted(folders[0].glob("*.json")))).read_text())["people"]
+    head = json.loads(next(iter(sorted(folders[0].glob("*.json")))).read_text())
+    first = head["people"]
     assert first and first[0]["person_id"] == [0] and len(first[0]["pose_keypoints_2d"]) == 99
+    fps = cv2.VideoCapture(str(cams / "cam01.mp4")).get(cv2.CAP_PROP_FPS)
+    assert head["fps"] == pytest.approx(fps) and fps > 0  # the video's rate, recorded
     detected = int(out.split("detector ran on ")[1].split()[0])
     assert detected < 9  # tracked from the landmarks, not re-detected every frame
 

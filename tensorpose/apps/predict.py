@@ -94,6 +94,7 @@ class _Staged:
         self.min_score, self.min_kp = min_score, min_kp
         self.results: list[dict] = []
         self.writer = VideoWriter(outputs.path(f"{stem}.mp4"), fps) if video else None
+        self.fps = fps if video else None  # recorded in the OpenPose JSON
 
     def add(self, frames: FrameBatch, people: list[dict]) -> None:
         if self.which["coco"]:
@@ -118,7 +119,7 @@ class _Staged:
                      for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
             write_openpose(torch.from_numpy(kp), self.outputs.path("openpose") / self.sub, names,
                            "BLAZEPOSE_33" if kp.shape[2] == 33 else "COCO_18",
-                           identities=any("track" in p for p in shown))  # fmt: skip
+                           identities=any("track" in p for p in shown), fps=self.fps)  # fmt: skip
         if self.which["draw"]:
             for img, name, p in zip(frames.images, frames.names, shown, strict=True):
                 drawn = draw_people(img, p, self.min_kp, self.skeleton, COCO_LINKS)

@@ -8,12 +8,19 @@ written whole: no frame of an earlier run stays) and the pictures all at once.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ..io.atomic import OutputFolder
-from ..io.openpose import MIN_TRACK_KEYPOINTS, frame_files, openpose_folders, write_openpose
+from ..io.openpose import (
+    MIN_TRACK_KEYPOINTS,
+    frame_files,
+    openpose_folders,
+    recorded_fps,
+    write_openpose,
+)
 from ..io.tracks import Tracks, read_tracks
 from ..layouts import LAYOUTS
 from ..smoothing import FilterSettings, smooth_tracks
@@ -60,6 +67,7 @@ def smooth_folder(
     joint: str | None = "r_wrist",
     track: int | None = None,
     overwrite: bool = False,
+    fps_from_files: bool = False,
 ) -> list[dict]:
     """Smooth every OpenPose folder of ``input_dir`` (itself, or its sub-folders of frames).
 
@@ -74,6 +82,9 @@ def smooth_folder(
         joint: draw this joint's ``x(t), y(t)`` raw vs smoothed to a PNG (``None``: no picture).
         track: the track to draw (default: the most observed one).
         overwrite: replace the outputs of an earlier run.
+        fps_from_files: the frame rate each folder's JSON records (``predict``, ``smooth``
+            write it) instead of ``settings.fps``, which stays the fallback. The output records
+            the rate when it is known (recorded, or ``settings.fps`` without this flag).
 
     Everything is read, smoothed and checked before the first file is written.
 
@@ -94,11 +105,15 @@ def smooth_folder(
         if tracks.num_tracks == 0:
             raise ValueError(f"{folder}: no person with a detected keypoint in any frame: "
                              "nothing to smooth")  # fmt: skip
-        entry, raw, sm = smooth_tracks(tracks, settings)
+        recorded = recorded_fps(tracks.files) if fps_from_files else None
+        fps = recorded if recorded is not None else settings.fps
+        known = recorded is not None or not fps_from_files
+        entry, raw, sm = smooth_tracks(tracks, replace(settings, fps=fps))
         pick = _pick(tracks, raw, joint, track) if joint is not None else None
         if pick is not None:
             pictures[folder.name] = f"{folder.name}_{pick[0]}_track{pick[2]}.png"
-        entry = {"folder": folder.name, **entry, "dropped_detections": tracks.dropped_detections}
+        entry = {"folder": folder.name, **entry, "dropped_detections": tracks.dropped_detections,
+                 "fps": fps if known else None}  # fmt: skip
         done.append((folder, entry, tracks, raw, sm, pick))
     if single:  # the frames go straight into the output folder
         names = [f.name for f in done[0][2].files] + list(pictures.values())
@@ -114,12 +129,13 @@ def smooth_folder(
             dst = outputs.staging if single else outputs.path(folder.name)
             write_openpose(torch.cat([xy, tracks.keypoints[..., 2:]], -1), dst,
                            [f.name for f in tracks.files], tracks.layout,
-                           identities=True)  # fmt: skip
+                           identities=True, fps=entry["fps"])  # fmt: skip
             entry["out_dir"] = out_root if single else out_root / folder.name
             entry["picture"] = None
             if pick is not None:
                 png = pictures[folder.name]
-                _picture(outputs.path(png), tracks, raw, sm, folder.name, settings, *pick)
+                _picture(outputs.path(png), tracks, raw, sm, folder.name,
+                         replace(settings, fps=entry["fps"] or settings.fps), *pick)  # fmt: skip
                 entry["picture"] = out_root / png
             report.append(entry)
         outputs.commit()

@@ -165,11 +165,13 @@ def _person(path: Path, i: int, kp: object) -> np.ndarray | None:
 class Frame(NamedTuple):
     """One OpenPose frame file: its people ``(K, 3)`` each, their ``person_id`` (-1 where the
     file gives none, or OpenPose's ``[-1]``) and the layout the file records
-    (``keypoint_layout``, written by tensorpose; ``None``: none)."""
+    (``keypoint_layout``, written by tensorpose; ``None``: none) and frame rate (``fps``,
+    written by tensorpose when it knows it; ``None``: none or not a frame rate)."""
 
     people: list[np.ndarray]
     ids: list[int]
     layout: str | None
+    fps: float | None = None
 
 
 def _person_id(person: dict) -> int:
@@ -202,7 +204,15 @@ def _parse_frame(path: str | Path) -> Frame:
             people.append(arr)
             ids.append(_person_id(person))
     layout = data.get("keypoint_layout")
-    return Frame(people, ids, layout if layout in LAYOUTS else None)
+    fps = data.get("fps")
+    fps = float(fps) if type(fps) in _NUMBERS and 0.1 <= fps <= 10_000 else None
+    return Frame(people, ids, layout if layout in LAYOUTS else None, fps)
+
+
+def recorded_fps(files: Sequence[str | Path]) -> float | None:
+    """The frame rate the first of ``files`` records (``"fps"``, as :func:`write_openpose`
+    writes it), else ``None`` (OpenPose itself writes none)."""
+    return _parse_frame(files[0]).fps if files else None
 
 
 def found(keypoints: torch.Tensor | np.ndarray):
@@ -636,11 +646,14 @@ def write_openpose(
     names: Sequence[str],
     layout: str | None = None,
     identities: bool = False,
+    fps: float | None = None,
 ) -> list[Path]:
     """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order;
     ``person_id = [track]`` with ``identities`` (the tracks are people followed over time, and
     :func:`read_openpose_files` reads them back as such), else OpenPose's ``[-1]``; the
-    ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one).
+    ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one; the
+    frame rate ``fps``, when known, as ``fps``: ``triangulate``, ``lift`` and ``smooth`` take it
+    when no ``--fps`` is given).
 
     A track is written in a frame when any of its confidences there is finite and > 0. NaN
     coordinates are written as 0 and NaN confidences as 0 (OpenPose's "not detected"), so a
@@ -682,7 +695,8 @@ def write_openpose(
         ]
         path = folder / names[t]
         with open(path, "w", encoding="utf-8") as f:
-            head = {"version": 1.3} | ({"keypoint_layout": layout} if layout else {})
+            head = ({"version": 1.3} | ({"keypoint_layout": layout} if layout else {})
+                    | ({"fps": float(fps)} if fps is not None else {}))  # fmt: skip
             json.dump(head | {"people": people}, f)
         paths.append(path)
     return paths

@@ -41,6 +41,7 @@ from .openpose import (
     identified_tracks,
     link_detections,
     read_openpose_detections,
+    recorded_fps,
 )
 from .safe_pickle import _MAX_HEADER, _read_header
 
@@ -69,7 +70,7 @@ class Detections:
         ignored_people: OpenPose people without any found keypoint.
         ids: OpenPose files that identify their people (``person_id``, as ``smooth`` writes
             them): per frame each person's identity; else ``None`` (linked by position).
-        fps, size: npz only, when stored.
+        fps: stored in the npz, or recorded in the OpenPose JSON (``fps``); size: npz only.
     """
 
     frames: list[np.ndarray]
@@ -100,7 +101,8 @@ class Tracks:
         layout_reason: why the layout was chosen (given, or the detection's evidence).
         ignored_people: people listed in the files without any found keypoint (ignored).
         kind: ``openpose``, ``coco`` or ``npz``.
-        fps, size: frame rate and ``(width, height)`` stored in the file (npz), if any.
+        fps, size: frame rate (npz, or OpenPose JSON written by tensorpose) and
+            ``(width, height)`` (npz) stored in the file, if any.
         dropped_detections: people with too few found keypoints to start a track that matched
             none (:func:`tensorpose.io.openpose.link_detections`), left out.
         retired_tracks: tracks no longer linked after :data:`~tensorpose.io.openpose.MAX_GAP`
@@ -319,7 +321,8 @@ def read_detections(
         check_layout(layout)
     if src.is_dir():
         frames, files, lay, reason, ignored, ids = read_openpose_detections(src, layout, progress)
-        return Detections(frames, lay, reason, "openpose", files, ignored, ids=ids)
+        return Detections(frames, lay, reason, "openpose", files, ignored, ids=ids,
+                          fps=recorded_fps(files))  # fmt: skip
     check_regular_file(src, MAX_JSON_BYTES, "keypoint file")
     if src.suffix.lower() == ".npz":
         arr, fps, size = _read_npz(src)
