@@ -429,9 +429,10 @@ def camera_agreement(cameras: Cameras | Recording, tris: list[Triangulation],
 
     Per camera and frame, each of its detections is compared with the valid 3D joints of each
     person (reprojection error, pixels, joints above ``min_confidence``, median over joints);
-    the best-fitting detection counts. Per camera: ``median_px``, the median of that over the
-    frames and people with a value (``None``: never any), and ``used``, the share of the
-    valid joint-frames that took the camera. The detections are read ``chunk_frames`` at a
+    the best-fitting pair of detection and person counts (a camera that sees only some of the
+    people, the others occluded, agrees on those it sees). Per camera: ``median_px``, the
+    median of that over the frames with a value (``None``: never any), and ``used``, the share
+    of the valid joint-frames that took the camera. The detections are read ``chunk_frames`` at a
     time (bounded memory; one figure per frame and person is kept).
     """
     cal = cameras.calibration
@@ -449,7 +450,10 @@ def camera_agreement(cameras: Cameras | Recording, tris: list[Triangulation],
                                       cal.t[c : c + 1])[..., 0]  # fmt: skip
             ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
             per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (T, N, P)
-            best = per.nan_to_num(float("inf")).amin(-1) if per.shape[-1] else per[..., 0]
+            # per frame, the detection and person that fit best: a camera that sees only some
+            # of the people (occlusion) still agrees on those it sees
+            per = per.nan_to_num(float("inf")).flatten(1)  # (T, N * P)
+            best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:1], float("inf"))
             bests[c].append(best[best.isfinite()])
     out = []
     for c, parts in enumerate(bests):  # per camera
