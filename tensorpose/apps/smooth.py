@@ -82,9 +82,8 @@ def smooth_folder(
         joint: draw this joint's ``x(t), y(t)`` raw vs smoothed to a PNG (``None``: no picture).
         track: the track to draw (default: the most observed one).
         overwrite: replace the outputs of an earlier run.
-        fps_from_files: the frame rate each folder's JSON records (``predict``, ``smooth``
-            write it) instead of ``settings.fps``, which stays the fallback. The output records
-            the rate when it is known (recorded, or ``settings.fps`` without this flag).
+        fps_from_files: each folder's recorded ``fps`` (``predict``, ``smooth`` write it), else
+            ``settings.fps`` (then not recorded in the output) instead of ``settings.fps``.
 
     Everything is read, smoothed and checked before the first file is written.
 
@@ -105,15 +104,13 @@ def smooth_folder(
         if tracks.num_tracks == 0:
             raise ValueError(f"{folder}: no person with a detected keypoint in any frame: "
                              "nothing to smooth")  # fmt: skip
-        recorded = recorded_fps(tracks.files) if fps_from_files else None
-        fps = recorded if recorded is not None else settings.fps
-        known = recorded is not None or not fps_from_files
-        entry, raw, sm = smooth_tracks(tracks, replace(settings, fps=fps))
+        fps = recorded_fps(tracks.files) if fps_from_files else settings.fps  # None: unknown
+        entry, raw, sm = smooth_tracks(tracks, replace(settings, fps=fps or settings.fps))
         pick = _pick(tracks, raw, joint, track) if joint is not None else None
         if pick is not None:
             pictures[folder.name] = f"{folder.name}_{pick[0]}_track{pick[2]}.png"
         entry = {"folder": folder.name, **entry, "dropped_detections": tracks.dropped_detections,
-                 "fps": fps if known else None}  # fmt: skip
+                 "fps": fps}  # fmt: skip
         done.append((folder, entry, tracks, raw, sm, pick))
     if single:  # the frames go straight into the output folder
         names = [f.name for f in done[0][2].files] + list(pictures.values())

@@ -210,8 +210,7 @@ def _parse_frame(path: str | Path) -> Frame:
 
 
 def recorded_fps(files: Sequence[str | Path]) -> float | None:
-    """The frame rate the first of ``files`` records (``"fps"``, as :func:`write_openpose`
-    writes it), else ``None`` (OpenPose itself writes none)."""
+    """The ``"fps"`` the first of ``files`` records (:func:`write_openpose`; OpenPose: none)."""
     return _parse_frame(files[0]).fps if files else None
 
 
@@ -651,9 +650,8 @@ def write_openpose(
     """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order;
     ``person_id = [track]`` with ``identities`` (the tracks are people followed over time, and
     :func:`read_openpose_files` reads them back as such), else OpenPose's ``[-1]``; the
-    ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one; the
-    frame rate ``fps``, when known, as ``fps``: ``triangulate``, ``lift`` and ``smooth`` take it
-    when no ``--fps`` is given).
+    ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one;
+    ``fps``, when known: ``triangulate``, ``lift`` and ``smooth`` take it without ``--fps``).
 
     A track is written in a frame when any of its confidences there is finite and > 0. NaN
     coordinates are written as 0 and NaN confidences as 0 (OpenPose's "not detected"), so a
