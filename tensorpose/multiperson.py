@@ -126,7 +126,7 @@ class _TrackRows:
         m, t = np.nonzero(track >= 0)
         ids = track[m, t]
         rows = {key: slots[key][m, t] for key in KEYS}
-        self.pieces.append((start + t, ids, rows))
+        self.pieces.append((start, track.shape[1], start + t, ids, rows))
         n = int(track.max(initial=-1)) + 1
         grow = max(n - len(self.valid), 0)
         self.valid = np.concatenate([self.valid, np.zeros(grow, np.int64)])
@@ -134,17 +134,20 @@ class _TrackRows:
         self.valid += np.bincount(ids, rows["valid"].sum(-1), len(self.valid)).astype(np.int64)
         self.frames += np.bincount(ids, rows["valid"].any(-1), len(self.frames)).astype(np.int64)
 
-    def track(self, k: int, T: int) -> dict[str, np.ndarray]:
-        """Track ``k``'s arrays over all ``T`` frames (NaN, False or -1 where it is absent)."""
-        out = {}
-        for key in KEYS:  # the handful of result arrays
-            a = self.pieces[0][2][key]
-            fill = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
-            out[key] = np.full((T, *a.shape[1:]), fill, a.dtype)
-        for frames, ids, rows in self.pieces:  # a loop over the chunks
-            mine = ids == k
-            for key in KEYS:  # the handful of result arrays
-                out[key][frames[mine]] = rows[key][mine]
+    def tracks(self, keep: list[int], T: int) -> list[dict[str, np.ndarray]]:
+        """The arrays of the tracks ``keep`` over all ``T`` frames (NaN, False or -1 where a
+        track is absent), filled a chunk at a time while the chunk's rows are released: memory
+        peaks near the rows kept plus nothing, not plus the full-length arrays."""
+        first = self.pieces[0][4]
+        out = [{key: np.empty((T, *first[key].shape[1:]), first[key].dtype) for key in KEYS}
+               for _ in keep]  # fmt: skip  # untouched pages: filled chunk by chunk below
+        while self.pieces:  # a loop over the chunks, oldest first
+            start, n, frames, ids, rows = self.pieces.pop(0)
+            for k, arrays in zip(keep, out, strict=True):  # the handful of people kept
+                mine = ids == k
+                for key, a in arrays.items():  # the handful of result arrays
+                    a[start : start + n] = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
+                    a[frames[mine]] = rows[key][mine]
         return out
 
 
@@ -153,7 +156,7 @@ def split_tracks(slots: dict[str, np.ndarray], track: np.ndarray) -> list[dict[s
     or -1 where the track has no person)."""
     rows = _TrackRows()
     rows.add(0, track, slots)
-    return [rows.track(k, track.shape[1]) for k in range(len(rows.valid))]
+    return rows.tracks(list(range(len(rows.valid))), track.shape[1])
 
 
 def triangulate_cameras_people(
@@ -221,4 +224,4 @@ def triangulate_cameras_people(
         raise ValueError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
-    return [Triangulation(**rows.track(k, T), names=names) for k in keep]
+    return [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep, T)]
