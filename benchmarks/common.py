@@ -118,3 +118,19 @@ def devices(arg: str | None) -> list[torch.device]:
             out.append(torch.device("cuda"))
         return out
     return [torch.device(arg)]
+
+
+def run_child(cmd: list[str], env: dict, timeout: float, tail: int = 160) -> dict:
+    """Run a measuring child process whose last stdout line is a JSON object: ``{"status":
+    "ok", **that}``, or a status naming the time limit or the child's last error line."""
+    import subprocess
+
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": f"over the {timeout:g} s time limit", "seconds": None}
+    if p.returncode:
+        last = (p.stderr.strip().splitlines() or ["?"])[-1][:tail]
+        return {"status": f"failed: {last}", "seconds": time.perf_counter() - t0}
+    return {"status": "ok", **json.loads(p.stdout.strip().splitlines()[-1])}

@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
+
+from benchmarks.common import run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "tracks_memory_cpu.json"
@@ -91,15 +92,7 @@ def run_case(case: str, arg: str, code: Path, limit: int, timeout: float) -> dic
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", CHILD, case, arg, str(limit), str(code),
            str(Path(__file__).resolve().parent)]  # fmt: skip
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"status": f"over the {timeout:g} s time limit", "seconds": None}
-    if p.returncode:
-        last = (p.stderr.strip().splitlines() or ["?"])[-1][:120]
-        return {"status": f"failed: {last}", "seconds": time.perf_counter() - t0}
-    return {"status": "ok", **json.loads(p.stdout.strip().splitlines()[-1])}
+    return run_child(cmd, env, timeout, 120)
 
 
 def main() -> None:

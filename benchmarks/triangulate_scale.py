@@ -26,11 +26,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "triangulate_scale_cpu.json"
@@ -98,15 +99,7 @@ print(json.dumps({"seconds": sec, "peak_rss_bytes": rss, **what}))
 def run_case(case: str, folder: Path, code: Path, timeout: float) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", CHILD, case, str(folder), str(code)]
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"status": f"over the {timeout:g} s time limit", "seconds": None}
-    if p.returncode:
-        last = (p.stderr.strip().splitlines() or ["?"])[-1][:160]
-        return {"status": f"failed: {last}", "seconds": time.perf_counter() - t0}
-    return {"status": "ok", **json.loads(p.stdout.strip().splitlines()[-1])}
+    return run_child(cmd, env, timeout, 160)
 
 
 def main() -> None:

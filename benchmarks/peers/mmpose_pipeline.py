@@ -1,7 +1,7 @@
 """The 2D top-down input pipeline against MMPose's, one thread each, contenders taking turns.
 
 MMPose 1.3.2 runs its own COCO training pipeline (``_mmpose_worker.py``, in its own virtual
-environment created by this script: see ``venv.py``); tensorpose runs what ``tensorpose train``
+environment created by this script: see ``peer_env.py``); tensorpose runs what ``tensorpose train``
 runs on a CPU (``TopDownDataset`` + ``CpuAugment`` in batches of 32 + MSRA heatmaps 64x48 sigma 2
 from ``gaussian_heatmaps``), at the same settings: 256x192 crops, flip 0.5, scale 0.5-1.5,
 rotation +-80 deg with p 0.6, shift +-0.16, no photometric augmentation. Both see the same people:
@@ -17,7 +17,6 @@ Writes the ``mmpose_pipeline`` entry of ``benchmarks/results/peers_cpu.json``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -32,8 +31,10 @@ import cv2
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from venv import peer_python, peer_version
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from peer_env import peer_python, peer_version
 
+from benchmarks.reduced_decoding import upscaled
 from tensorpose.augment import AugmentConfig, CpuAugment
 from tensorpose.data.images import TopDownDataset
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
@@ -55,20 +56,6 @@ def mmpose_env() -> Path:
              ["--no-build-isolation", "chumpy"],  # an mmpose dependency without a wheel
              ["mmpose==1.3.2", "mmengine", "mmcv-lite", "numpy<2"]]  # fmt: skip
     return peer_python("mmpose", steps, "import mmpose.datasets.transforms")
-
-
-def upscaled(records: list, folder: Path, up: int) -> list:
-    out = []
-    for r in records:
-        path = folder / f"{r.image_id}.jpg"
-        if not path.exists():
-            big = cv2.resize(cv2.imread(str(r.file)), None, fx=up, fy=up,
-                             interpolation=cv2.INTER_CUBIC)  # fmt: skip
-            cv2.imwrite(str(path), big, [cv2.IMWRITE_JPEG_QUALITY, 95])
-        out.append(dataclasses.replace(
-            r, file=path, width=r.width * up, height=r.height * up, bbox=r.bbox * up,
-            keypoints=(r.keypoints + 0.5) * up - 0.5, area=r.area * up * up))  # fmt: skip
-    return out
 
 
 def people_json(records: list, path: Path) -> None:

@@ -3,7 +3,7 @@ thread each, on the bundled balancing trial and on ``synthetic_two_people``.
 
     python benchmarks/peers/pose2sim_triangulation.py [--pose2sim-python PY] [--rounds 3]
 
-Pose2Sim runs in a subprocess of its own environment (``venv.py``: created by this script on
+Pose2Sim runs in a subprocess of its own environment (``peer_env.py``: created by this script on
 first use, ``pose2sim==0.10.49``; or ``--pose2sim-python PY``)
 with ``OMP/MKL/OPENBLAS_NUM_THREADS=1``; tensorpose in a subprocess too, with one torch
 thread. Each trial gets a temporary Pose2Sim project (``Config.toml`` from Pose2Sim's own
@@ -47,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from venv import peer_python  # noqa: E402
+from peer_env import peer_python  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 SHARED = ROOT.parent / "shared" / "data" / "tracks"

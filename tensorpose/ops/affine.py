@@ -359,7 +359,7 @@ def fixed_point_maps(
     X = torch.arange(W, device=dev, dtype=torch.float64).view(1, 1, W)
     Y = torch.arange(H, device=dev, dtype=torch.float64).view(1, H, 1)
     q = []  # per axis: the source point in 1/32 pixels
-    for i in range(2):
+    for i in range(2):  # x, then y (every pixel at once)
         t = inv[:, i, :, None, None]
         q.append(torch.round((t[:, 0] * X + (t[:, 1] * Y + t[:, 2])) * 32).to(torch.int64))
     q = torch.stack(q, -1)
