@@ -109,12 +109,20 @@ def write_trc(
         "\t\t" + "\t".join(f"X{i}\tY{i}\tZ{i}" for i in range(1, J + 1)),
         "",
     ]
-    flat = pts.reshape(T, J * 3)
-    for t in range(T):  # one text row per frame
-        row = [str(t + 1), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in flat[t]]
-        lines.append("\t".join(row))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = (
+        "\t".join([str(t + 1), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in xyz])
+        for t, xyz in enumerate(pts.reshape(T, J * 3))
+    )  # one text row per frame, written as it is made (an hour of frames is 100s of MB)
+    _write_lines(path, lines, rows)
     return path
+
+
+def _write_lines(path: Path, head: list[str], rows) -> None:
+    """``head`` then ``rows``, each line ending in a newline, streamed to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in head))
+        for row in rows:  # one line per frame
+            f.write(row + "\n")
 
 
 def write_csv(
@@ -134,12 +142,11 @@ def write_csv(
     path = Path(path)
     T, J, _ = pts.shape
     header = ["frame", "time_s"] + [f"{n}_{a}_{units}" for n in names for a in "xyz"]
-    lines = [",".join(header)]
-    flat = pts.reshape(T, J * 3)
-    for t in range(T):  # one text row per frame
-        row = [str(t), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in flat[t]]
-        lines.append(",".join(row))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = (
+        ",".join([str(t), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in xyz])
+        for t, xyz in enumerate(pts.reshape(T, J * 3))
+    )  # one text row per frame, written as it is made
+    _write_lines(path, [",".join(header)], rows)
     return path
 
 
