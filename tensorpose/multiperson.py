@@ -112,11 +112,14 @@ KEYS = ("points", "errors", "mean_error", "used", "valid", "person")
 
 
 class _TrackRows:
-    """The rows (frame, arrays) of every track, kept compact a chunk at a time: memory grows
-    with the people actually found, not with frames x slots."""
+    """Every track's rows written straight into its own full-length arrays (``np.empty``: the
+    pages of frames a track never has are never touched, so memory grows with the rows of the
+    people actually found, not with frames x tracks, and nothing is held twice)."""
 
-    def __init__(self) -> None:
-        self.pieces: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
+    def __init__(self, T: int) -> None:
+        self.T = T
+        self.arrays: list[dict[str, np.ndarray]] = []
+        self.present: list[np.ndarray] = []  # per track, the frames it has (T,) bool
         self.valid = np.zeros(0, dtype=np.int64)  # valid joint-frames per track
         self.frames = np.zeros(0, dtype=np.int64)  # frames with a valid joint per track
 
@@ -125,38 +128,40 @@ class _TrackRows:
         ``start``."""
         m, t = np.nonzero(track >= 0)
         ids = track[m, t]
-        rows = {key: slots[key][m, t] for key in KEYS}
-        self.pieces.append((start, track.shape[1], start + t, ids, rows))
         n = int(track.max(initial=-1)) + 1
+        for _ in range(len(self.arrays), n):  # the tracks that start in this chunk
+            self.arrays.append({key: np.empty((self.T, *slots[key].shape[2:]), slots[key].dtype)
+                                for key in KEYS})  # fmt: skip
+            self.present.append(np.zeros(self.T, dtype=bool))
+        for k in np.unique(ids).tolist():  # the handful of tracks in this chunk
+            mine = ids == k
+            frames = start + t[mine]
+            for key, a in self.arrays[k].items():  # the handful of result arrays
+                a[frames] = slots[key][m[mine], t[mine]]
+            self.present[k][frames] = True
+        valid = slots["valid"][m, t]
         grow = max(n - len(self.valid), 0)
         self.valid = np.concatenate([self.valid, np.zeros(grow, np.int64)])
         self.frames = np.concatenate([self.frames, np.zeros(grow, np.int64)])
-        self.valid += np.bincount(ids, rows["valid"].sum(-1), len(self.valid)).astype(np.int64)
-        self.frames += np.bincount(ids, rows["valid"].any(-1), len(self.frames)).astype(np.int64)
+        self.valid += np.bincount(ids, valid.sum(-1), len(self.valid)).astype(np.int64)
+        self.frames += np.bincount(ids, valid.any(-1), len(self.frames)).astype(np.int64)
 
-    def tracks(self, keep: list[int], T: int) -> list[dict[str, np.ndarray]]:
-        """The arrays of the tracks ``keep`` over all ``T`` frames (NaN, False or -1 where a
-        track is absent), filled a chunk at a time while the chunk's rows are released: memory
-        peaks near the rows kept plus nothing, not plus the full-length arrays."""
-        first = self.pieces[0][4]
-        out = [{key: np.empty((T, *first[key].shape[1:]), first[key].dtype) for key in KEYS}
-               for _ in keep]  # fmt: skip  # untouched pages: filled chunk by chunk below
-        while self.pieces:  # a loop over the chunks, oldest first
-            start, n, frames, ids, rows = self.pieces.pop(0)
-            for k, arrays in zip(keep, out, strict=True):  # the handful of people kept
-                mine = ids == k
-                for key, a in arrays.items():  # the handful of result arrays
-                    a[start : start + n] = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
-                    a[frames[mine]] = rows[key][mine]
-        return out
+    def tracks(self, keep: list[int]) -> list[dict[str, np.ndarray]]:
+        """The arrays of the tracks ``keep`` over all frames (NaN, False or -1 where a track is
+        absent)."""
+        for k in keep:  # the handful of people kept
+            absent = ~self.present[k]
+            for a in self.arrays[k].values():  # the handful of result arrays
+                a[absent] = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
+        return [self.arrays[k] for k in keep]
 
 
 def split_tracks(slots: dict[str, np.ndarray], track: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Per track, the arrays ``slots[key] (M, T, ...)`` of its slot in each frame (NaN, False
     or -1 where the track has no person)."""
-    rows = _TrackRows()
+    rows = _TrackRows(track.shape[1])
     rows.add(0, track, slots)
-    return rows.tracks(list(range(len(rows.valid))), track.shape[1])
+    return rows.tracks(list(range(len(rows.valid))))
 
 
 def triangulate_cameras_people(
@@ -197,7 +202,8 @@ def triangulate_cameras_people(
     check_options(min_confidence, max_reprojection_px, drop)
     check_chunk(chunk_frames)
     cal = cameras.calibration.to(device=device, dtype=torch.float64)
-    linker, rows, T = PeopleLinker(max_gap, gate_m), _TrackRows(), cameras.frames
+    T = cameras.frames
+    linker, rows = PeopleLinker(max_gap, gate_m), _TrackRows(T)
     for start in range(0, T, chunk_frames):  # a chunk of frames at a time
         frames = cameras.read(start, min(start + chunk_frames, T))
         res = triangulate_everyone(pack_keypoints(cameras, device, frames), cal.K, cal.dist,
@@ -224,4 +230,4 @@ def triangulate_cameras_people(
         raise ValueError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
-    return [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep, T)]
+    return [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep)]
