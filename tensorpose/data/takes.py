@@ -50,15 +50,17 @@ class Take:
     kind: str
 
 
-def parse_rules(rules: Sequence[str], key: str) -> list[tuple[str, str]]:
-    """``"glob=value"`` strings -> ``(glob, value)`` pairs; ``key`` names the config key in
-    errors."""
+def parse_rules(rules: Sequence[str], key: str, form: str = "glob=value",
+                last: bool = True) -> list[tuple[str, str]]:  # fmt: skip
+    """``"left=right"`` strings -> ``(left, right)`` pairs, split at the last ``=`` (``last``,
+    a glob may hold one) or the first; ``key`` and ``form`` name the config key and the expected
+    form in errors."""
     out = []
-    for r in rules:
-        pattern, sep, value = str(r).rpartition("=")
-        if not sep or not pattern or not value:
-            raise ValueError(f"{key}: expected 'glob=value', got {r!r}")
-        out.append((pattern, value))
+    for r in rules:  # a handful of rules
+        left, sep, right = str(r).rpartition("=") if last else str(r).partition("=")
+        if not sep or not left or not right:
+            raise ValueError(f"{key}: expected {form!r}, got {r!r}")
+        out.append((left, right))
     return out
 
 
@@ -73,13 +75,8 @@ def _match(path: str, rules: list[tuple[str, str]]) -> str | None:
 def kind_of(path: str, kinds: Sequence[str]) -> str:
     """The motion kind of ``path`` by the ``data.kinds`` rules, written ``"kind=glob"``
     (``other`` if none matches)."""
-    rules = []
-    for r in kinds:
-        kind, sep, pattern = str(r).partition("=")
-        if not sep or not kind or not pattern:
-            raise ValueError(f"data.kinds: expected 'kind=glob', got {r!r}")
-        rules.append((pattern, kind))
-    return _match(path, rules) or "other"
+    rules = parse_rules(kinds, "data.kinds", "kind=glob", last=False)
+    return _match(path, [(pattern, kind) for kind, pattern in rules]) or "other"
 
 
 def true_fps(path: str, frame_rates: Sequence[str], header_fps: float) -> float:

@@ -37,6 +37,7 @@ from ..data.mocap import (
     load_npz,
 )
 from ..data.synth import SynthConfig, SyntheticLiftingBatches
+from ..data.takes import parse_rules
 from ..models.lifter import TemporalLifter, filter_widths_for
 from ..ops.kinematics import decompose
 from ..skeleton import get_skeleton
@@ -213,17 +214,14 @@ def kind_weights(seqs: list[MocapSequence], shares: Sequence[str] = ()) -> list[
     for s in seqs:  # a loop over the takes
         frames[s.kind] = frames.get(s.kind, 0) + len(s.positions)
     share = dict.fromkeys(frames, 1.0)
-    for rule in shares:  # a handful of rules
-        kind, _, value = rule.partition("=")
-        try:
+    for kind, value in parse_rules(shares, "data.kind_shares", "kind=share", last=False):
+        try:  # a handful of rules
             v = float(value)
         except ValueError:
             v = -1.0
         if kind not in frames or not (v > 0 and math.isfinite(v)):
-            raise ValueError(
-                f"data.kind_shares: {rule!r} is not KIND=SHARE with a share > 0 "
-                f"and a kind of the training takes ({', '.join(sorted(frames))})"
-            )
+            raise ValueError(f"data.kind_shares: {kind}={value} needs a share > 0 and a kind "
+                             f"of the training takes ({', '.join(sorted(frames))})")  # fmt: skip
         share[kind] = v
     total = sum(share.values())
     return [len(s.positions) / frames[s.kind] * share[s.kind] / total for s in seqs]
