@@ -158,13 +158,18 @@ def _topdown(pose: PoseModel, images: torch.Tensor, frame_index: torch.Tensor,
 
 def pad_frames(frames: list[np.ndarray], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, H, W, 3)`` uint8 on ``device`` (frames zero-padded to the largest) and their
-    ``(B, 2)`` sizes ``(w, h)``."""
-    Hm = max(f.shape[0] for f in frames)
-    Wm = max(f.shape[1] for f in frames)
-    host = torch.zeros(len(frames), Hm, Wm, 3, dtype=torch.uint8)
-    for i, f in enumerate(frames):  # a copy per frame: assembling the batch
-        host[i, : f.shape[0], : f.shape[1]] = torch.from_numpy(f)
+    ``(B, 2)`` sizes ``(w, h)``. Frames of one size are stacked without padding; one frame on
+    a CPU is not copied at all (the tensor shares the array's memory: read it, do not write)."""
     size = torch.tensor([[f.shape[1], f.shape[0]] for f in frames], dtype=torch.long)
+    if len({f.shape for f in frames}) == 1:  # no padding: no zeroed buffer to fill
+        host = torch.from_numpy(np.ascontiguousarray(frames[0])[None] if len(frames) == 1
+                                else np.stack(frames))  # fmt: skip
+    else:
+        Hm = max(f.shape[0] for f in frames)
+        Wm = max(f.shape[1] for f in frames)
+        host = torch.zeros(len(frames), Hm, Wm, 3, dtype=torch.uint8)
+        for i, f in enumerate(frames):  # a copy per frame: assembling the batch
+            host[i, : f.shape[0], : f.shape[1]] = torch.from_numpy(f)
     if device.type == "cuda":
         host = host.pin_memory()
     return host.to(device, non_blocking=True), size.to(device)

@@ -20,6 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .tflite_onednn import activate as _activate
+from .tflite_onednn import build_program, use_program
+from .tflite_onednn import same_pads as _same_pads
+
 __all__ = ["FORMAT", "SUPPORTED_OPS", "TFLiteNet", "check_description"]
 
 FORMAT = "tensorpose-tflite-graph-1"
@@ -72,56 +76,6 @@ def check_description(desc: Any, source: str) -> None:
             raise fail(f"output {io.get('name')!r} is never computed")
 
 
-def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
-    """TensorFlow's ``SAME`` padding of one dimension: (before, after), after >= before."""
-    out = -(-size // stride)
-    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
-    return total // 2, total - total // 2
-
-
-def _activate(x: torch.Tensor, act: str) -> torch.Tensor:
-    """The fused activation, in place (``x`` is always an op's fresh result)."""
-    if act == "RELU6":
-        return F.hardtanh_(x, 0.0, 6.0)
-    if act == "RELU":
-        return F.relu_(x)
-    return x
-
-
-_FUSED_ACT = {"NONE": ("none", []), "RELU": ("relu", []), "RELU6": ("hardtanh", [0.0, 6.0])}
-
-
-def _has_fused_conv() -> bool:
-    try:
-        return torch.backends.mkldnn.is_available() and bool(
-            torch.ops.mkldnn._convolution_pointwise.default
-        )
-    except (AttributeError, RuntimeError):
-        return False
-
-
-_HAS_FUSED_CONV = _has_fused_conv()
-
-
-def _fused_1x1(x: torch.Tensor, w: torch.Tensor, op: dict) -> bool:
-    """Whether a convolution runs as oneDNN's fused 1 x 1 convolution: float32 channels-last
-    activations of several images on a CPU, no gradient, stride 1, no groups, an activation it
-    can fuse. (Of one image conv2d runs one matrix product already, a little faster.)"""
-    return (
-        _HAS_FUSED_CONV
-        and x.device.type == "cpu"
-        and x.shape[0] > 1
-        and x.dtype == torch.float32
-        and not x.requires_grad
-        and x.dim() == 4
-        and x.is_contiguous(memory_format=torch.channels_last)
-        and tuple(w.shape[2:]) == (1, 1)
-        and tuple(op["stride"]) == (1, 1)
-        and op["groups"] == 1
-        and op["act"] in _FUSED_ACT
-    )
-
-
 def _fuse_pads(ops: list[dict], used: list[int], keep: set[int]) -> list[dict | None]:
     """``ops`` with every zero ``PAD`` of the image borders (same amount on both sides, no
     channels) whose only reader is a ``VALID`` convolution folded into that convolution's
@@ -165,6 +119,7 @@ class TFLiteNet(nn.Module):
         self.input_names = [io["name"] for io in desc["inputs"]]
         self.output_names = [io["name"] for io in desc["outputs"]]
         self._plans: dict[tuple[int, ...], list] = {}
+        self._programs: dict[tuple, tuple[tuple, list]] = {}
 
     def _plan(self, outputs: tuple[int, ...]) -> list[tuple[dict, list[int]]]:
         """The ops that compute the graph outputs ``outputs`` (indices), in order, each with
@@ -188,6 +143,24 @@ class TFLiteNet(nn.Module):
             self._plans[outputs] = [(ops[i], free[i]) for i in used]
         return self._plans[outputs]
 
+    def _program(self, outputs: tuple[int, ...], values: dict[int, torch.Tensor]) -> list:
+        """The oneDNN program (:mod:`~tensorpose.models.tflite_onednn`) of the plan for
+        ``outputs`` and the shapes of the inputs ``values``; made once per shape and kept while
+        no constant changed (they are re-read when one was replaced or written in place). The
+        inputs are made channels-last in place in ``values``."""
+        for t, x in values.items():
+            values[t] = x.contiguous(memory_format=torch.channels_last)
+        key = (outputs, *(tuple(x.shape) for x in values.values()))
+        stamp = tuple((b.data_ptr(), b._version) for b in self.buffers())
+        if key not in self._programs or self._programs[key][0] != stamp:
+            if len(self._programs) >= 4:  # a few shapes at a time (packed weights each)
+                self._programs.pop(next(iter(self._programs)))
+            ops = [op for op, _ in self._plan(outputs)]
+            keep = {self.desc["outputs"][i]["id"] for i in outputs}
+            shapes = {t: tuple(x.shape) for t, x in values.items()}
+            self._programs[key] = (stamp, build_program(self, ops, keep, shapes))
+        return self._programs[key][1]
+
     def forward(
         self, *images: torch.Tensor, outputs: tuple[int, ...] | None = None
     ) -> tuple[torch.Tensor | None, ...]:
@@ -208,12 +181,18 @@ class TFLiteNet(nn.Module):
         wanted = tuple(range(n)) if outputs is None else tuple(sorted(set(outputs)))
         if not all(0 <= i < n for i in wanted):
             raise ValueError(f"{self.source}: outputs must be indices in [0, {n}), got {outputs}")
-        for op, free in self._plan(wanted):
-            values[op["out"]] = getattr(self, "_" + op["op"].lower())(
-                op, *(values[t] for t in op["in"])
-            )
-            for t in free:
-                del values[t]
+        if all(use_program(x) for x in images):
+            for fn, ins, out, free in self._program(wanted, values):
+                values[out] = fn(*(values[t] for t in ins))
+                for t in free:
+                    del values[t]
+        else:
+            for op, free in self._plan(wanted):
+                values[op["out"]] = getattr(self, "_" + op["op"].lower())(
+                    op, *(values[t] for t in op["in"])
+                )
+                for t in free:
+                    del values[t]
         ids = [io["id"] if i in wanted else None for i, io in enumerate(self.desc["outputs"])]
         return tuple(None if t is None else values[t] for t in ids)
 
@@ -221,13 +200,6 @@ class TFLiteNet(nn.Module):
         w = getattr(self, op["weight"])
         b = getattr(self, op["bias"]) if op["bias"] else None
         (sh, sw), (dh, dw) = op["stride"], op["dilation"]
-        if _fused_1x1(x, w, op):
-            # oneDNN's convolution with the activation fused: on a CPU 1.2-4x faster than
-            # conv2d, which runs 1 x 1 convolutions of channels-last pixels as im2col + gemm
-            act, scalars = _FUSED_ACT[op["act"]]
-            return torch.ops.mkldnn._convolution_pointwise(
-                x, w, b, [0, 0], [1, 1], [1, 1], 1, act, scalars, ""
-            )
         pad: tuple[int, int] | str = tuple(op.get("pre_pad", (0, 0)))
         if op["padding"] == "SAME":
             top, bottom = _same_pads(x.shape[2], w.shape[2], sh, dh)
