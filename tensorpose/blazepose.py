@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .models.blazepose import load_blazepose_networks
-from .ops.affine import fixed_point_maps, warp_affine_fixed_point
+from .ops.affine import fixed_point_samples, warp_affine_fixed_point
 from .ops.blazepose import (
     DETECTOR_SIZE,
     LANDMARK_SIZE,
@@ -114,9 +114,11 @@ def crop_rois(images: torch.Tensor, M: torch.Tensor, size: int, frame_index: tor
     if images.device.type != "cpu":
         return warp_affine_fixed_point(_nchw(images), M, (size, size), frame_index,
                                        sizes[frame_index], border)  # fmt: skip
-    first, frac = fixed_point_maps(M, (size, size))
-    xy = first.clamp(-32768, 32767).to(torch.int16).numpy()
-    table = (frac[..., 1] * 32 + frac[..., 0]).to(torch.int16).numpy().view(np.uint16)
+    qx, qy = (q.numpy() for q in fixed_point_samples(M, (size, size)))
+    xy = np.empty((*qx.shape, 2), np.int16)  # the maps cv2.remap takes: CV_16SC2 and
+    np.clip(qx >> 5, -32768, 32767, out=xy[..., 0], casting="unsafe")  # frac_y * 32 + frac_x
+    np.clip(qy >> 5, -32768, 32767, out=xy[..., 1], casting="unsafe")
+    table = ((qy & 31) << 5 | (qx & 31)).astype(np.uint16)
     out = np.empty((len(M), size, size, 3), np.uint8)
     frames, wh = images.numpy(), sizes.tolist()
     mode = cv2.BORDER_REPLICATE if border == "replicate" else cv2.BORDER_CONSTANT
@@ -137,7 +139,7 @@ def detect_rois(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_pe
     M = roi_matrix(center, side, rot, DETECTOR_SIZE)
     x = crop_rois(images, M, DETECTOR_SIZE, torch.arange(len(M), device=M.device), sizes,
                   "constant")  # fmt: skip
-    raw, logits = bp.detector(x.float() * (2 / 255) - 1.0)
+    raw, logits = bp.detector(x.float().mul_(2 / 255).sub_(1.0))
     boxes, kps, scores = decode_detections(raw, logits, bp.anchors)
     _, kps, _, valid = weighted_nms(boxes, kps, scores, max_people, bp.nms_iou, bp.min_detection)
     kps = detection_to_image(kps.flatten(1, 2), sizes).unflatten(1, kps.shape[1:3])
@@ -160,7 +162,7 @@ def landmarks_in_rois(bp, images, frame_index, center, side, rotation,
         sizes = torch.tensor(images.shape[2:0:-1], device=images.device).expand(len(images), 2)
     crops = crop_rois(images, M, LANDMARK_SIZE, frame_index, sizes, "replicate")
     # landmarks, pose flag, heatmaps (not the segmentation nor the world landmarks)
-    raw, flag, _, heatmaps, _ = bp.landmark(crops.float() * (1 / 255), outputs=(0, 1, 3))
+    raw, flag, _, heatmaps, _ = bp.landmark(crops.float().mul_(1 / 255), outputs=(0, 1, 3))
     out = decode_landmarks(raw, center, side, rotation, heatmaps)
     out["flag"] = flag.reshape(-1)
     return out

@@ -131,3 +131,22 @@ def test_cpu_crops_equal_the_tensor_warp(border):
     got = crop_rois(images, M, 24, idx, sizes, border)
     want = warp_affine_fixed_point(images.permute(0, 3, 1, 2), M, (24, 24), idx, sizes[idx], border)
     assert got.shape == (K, 3, 24, 24) and torch.equal(got, want)
+
+
+def test_pad_frames_stacks_pads_and_does_not_copy_one_frame():
+    """Frames of one size are stacked, others zero-padded to the largest (a per-frame loop is
+    the reference); a single CPU frame comes back without a copy."""
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 256, (2, 5, 7, 3), dtype=np.uint8)
+    c = rng.integers(0, 256, (4, 9, 3), dtype=np.uint8)
+    one, size = pad_frames([a], torch.device("cpu"))
+    assert one.shape == (1, 5, 7, 3) and torch.equal(one[0], torch.from_numpy(a))
+    assert one.data_ptr() == a.__array_interface__["data"][0]
+    assert size.tolist() == [[7, 5]]
+    two, size = pad_frames([a, b], torch.device("cpu"))
+    assert torch.equal(two, torch.from_numpy(np.stack([a, b]))) and size.tolist() == [[7, 5]] * 2
+    mixed, size = pad_frames([a, c], torch.device("cpu"))
+    want = np.zeros((2, 5, 9, 3), np.uint8)
+    for i, f in enumerate([a, c]):
+        want[i, : f.shape[0], : f.shape[1]] = f
+    assert torch.equal(mixed, torch.from_numpy(want)) and size.tolist() == [[7, 5], [9, 4]]

@@ -158,7 +158,7 @@ def _step(net: Any, op: dict, shape: tuple[int, ...], in_place: bool = False) ->
         return lambda *xs: method(op, *xs)
     w = getattr(net, op["weight"])
     b = getattr(net, op["bias"]) if op["bias"] else None
-    if _matmul_1x1(op, shape, w):
+    if _as_matmul(op, shape, w):
         return _step_matmul(op, w, b)
     pad = _conv_padding(op, shape, w)
     if pad is None:  # uneven SAME padding: padded first, then a convolution without padding
@@ -196,27 +196,31 @@ one matrix product (``addmm``): there oneDNN's fixed cost per call (some 40 us o
 outweighs its faster kernels."""
 
 
-def _matmul_1x1(op: dict, shape: tuple[int, ...], w: torch.Tensor) -> bool:
-    return (
-        tuple(w.shape[2:]) == (1, 1)
-        and tuple(op["stride"]) == (1, 1)
-        and op["groups"] == 1
-        and shape[0] * shape[2] * shape[3] <= MATMUL_PIXELS
-    )
+def _as_matmul(op: dict, shape: tuple[int, ...], w: torch.Tensor) -> bool:
+    """Whether a convolution runs as one matrix product: a 1 x 1 convolution over at most
+    :data:`MATMUL_PIXELS` pixels, or one whose kernel covers its whole unpadded input (one
+    output pixel, as the landmark network's two last ones)."""
+    if op["groups"] != 1 or tuple(op["dilation"]) != (1, 1) or any(op.get("pre_pad", ())):
+        return False
+    one_by_one = tuple(w.shape[2:]) == (1, 1) and tuple(op["stride"]) == (1, 1)
+    whole = op["padding"] == "VALID" and tuple(w.shape[2:]) == tuple(shape[2:])
+    return whole or (one_by_one and shape[0] * shape[2] * shape[3] <= MATMUL_PIXELS)
 
 
 def _step_matmul(op: dict, w: torch.Tensor, b: torch.Tensor | None) -> Callable:
-    """A 1 x 1 convolution (and the ``ADD`` after it) as a matrix product of the channels-last
-    pixels ``(B H W, C_in)`` with ``(C_in, C_out)``: bias, then the summand, then the
-    activation, in the order of the graph's own ops."""
-    wt = w.flatten(1).t().contiguous()
+    """A convolution of :func:`_as_matmul` (and the ``ADD`` after it) as a matrix product: the
+    channels-last input windows ``(B H_out W_out, k_h k_w C_in)`` times ``(k_h k_w C_in,
+    C_out)``; bias, then the summand, then the activation, in the order of the graph's ops."""
+    k = w.shape[2:]
+    wt = w.permute(0, 2, 3, 1).reshape(w.shape[0], -1).t().contiguous()
     bias = torch.zeros(w.shape[0]) if b is None else b
     cl = torch.channels_last
 
     def matmul(x: torch.Tensor, *other: torch.Tensor) -> torch.Tensor:
-        n, c, h, wd = x.shape
-        pixels = x.contiguous(memory_format=cl).permute(0, 2, 3, 1).reshape(-1, c)
-        y = torch.addmm(bias, pixels, wt).view(n, h, wd, -1).permute(0, 3, 1, 2)
+        n, _, h, wd = x.shape
+        ho, wo = h - k[0] + 1, wd - k[1] + 1  # 1 x 1: the input's size; whole: 1 x 1
+        rows = x.contiguous(memory_format=cl).permute(0, 2, 3, 1).reshape(n * ho * wo, -1)
+        y = torch.addmm(bias, rows, wt).view(n, ho, wo, -1).permute(0, 3, 1, 2)
         if other:
             y += other[0]
         return activate(y, op["act"])

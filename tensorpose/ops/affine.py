@@ -27,6 +27,7 @@ __all__ = [
     "box_to_center_scale",
     "crop_matrix",
     "fixed_point_maps",
+    "fixed_point_samples",
     "get_affine_transform",
     "invert_affine",
     "transform_points",
@@ -333,12 +334,50 @@ def warp_affine_indexed(
     return out.round().clamp_(info.min, info.max).to(out_dtype)
 
 
-def fixed_point_maps(
+SAMPLE_LIMIT = float(1 << 30)
+"""Sample points of :func:`fixed_point_samples` beyond this many 1/32 pixels (2^25 pixels) are
+clamped to it: far outside any image, where a warp reads only the border."""
+
+
+def fixed_point_samples(
     matrices: torch.Tensor, size: tuple[int, int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """OpenCV 4's fixed-point sample points of affine warps (``cv2.warpPerspective`` with
-    ``INTER_LINEAR``): each output pixel's source point, in float64, rounded to 1/32 pixel
-    (half to even, as ``cvRound``).
+    ``INTER_LINEAR``): each output pixel's source point ``(x, y)``, in float64, rounded to
+    1/32 pixel (half to even, as ``cvRound``).
+
+    Args:
+        matrices: ``(K, 2, 3)`` source -> output matrices.
+        size: ``(H, W)`` of the output.
+
+    Returns:
+        ``x, y (K, H, W)`` int32, the source point times 32 (clamped to
+        :data:`SAMPLE_LIMIT`): ``>> 5`` is the top-left source pixel, ``& 31`` the position
+        inside the 2 x 2 pixels.
+    """
+    check_tensor("matrices", matrices, 3)
+    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
+    H, W = (int(v) for v in size)
+    if H < 1 or W < 1:
+        raise ValueError(f"size must be positive (H, W), got {size}")
+    dev = matrices.device
+    inv = invert_affine(matrices.to(torch.float64))
+    X = torch.arange(W, device=dev, dtype=torch.float64)
+    Y = torch.arange(H, device=dev, dtype=torch.float64)
+    q = []  # per axis: round(32 (t0 x + (t1 y + t2))), every pixel at once
+    for i in range(2):  # x, then y
+        # times 32 before the sum: scaling by a power of two rounds nothing, the sum is the same
+        a = inv[:, i, 0:1] * X * 32  # (K, W)
+        b = (inv[:, i, 1:2] * Y + inv[:, i, 2:3]) * 32  # (K, H)
+        v = a[:, None, :] + b[:, :, None]
+        q.append(v.clamp_(-SAMPLE_LIMIT, SAMPLE_LIMIT).round_().to(torch.int32))
+    return q[0], q[1]
+
+
+def fixed_point_maps(
+    matrices: torch.Tensor, size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fixed_point_samples` as ``cv2.remap`` takes them.
 
     Args:
         matrices: ``(K, 2, 3)`` source -> output matrices.
@@ -349,20 +388,7 @@ def fixed_point_maps(
         (K, H, W, 2)`` its position inside, in 1/32 pixel (``0 .. 31``), both int64. These are
         the maps ``cv2.remap`` takes as ``CV_16SC2`` and ``frac_y * 32 + frac_x``.
     """
-    check_tensor("matrices", matrices, 3)
-    check_last_dims("matrices", matrices, (2, 3), "affine matrices")
-    H, W = (int(v) for v in size)
-    if H < 1 or W < 1:
-        raise ValueError(f"size must be positive (H, W), got {size}")
-    dev = matrices.device
-    inv = invert_affine(matrices.to(torch.float64))
-    X = torch.arange(W, device=dev, dtype=torch.float64).view(1, 1, W)
-    Y = torch.arange(H, device=dev, dtype=torch.float64).view(1, H, 1)
-    q = []  # per axis: the source point in 1/32 pixels
-    for i in range(2):  # x, then y (every pixel at once)
-        t = inv[:, i, :, None, None]
-        q.append(torch.round((t[:, 0] * X + (t[:, 1] * Y + t[:, 2])) * 32).to(torch.int64))
-    q = torch.stack(q, -1)
+    q = torch.stack(fixed_point_samples(matrices, size), -1).to(torch.int64)
     return q >> 5, q & 31
 
 

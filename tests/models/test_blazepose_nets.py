@@ -81,20 +81,53 @@ def test_batch_of_two_equals_two_batches_of_one(networks):
         torch.testing.assert_close(a[1:], b, atol=1e-4, rtol=1e-4)
 
 
-def test_channels_last_input_equals_nchw(networks):
-    """Channels-last activations (1 x 1 convolutions through oneDNN with the activation fused,
-    where the build has it) and NCHW ones (conv2d) give the same outputs within the
-    interpreter's tolerance; the borders' PAD ops are folded into the convolutions that read
-    them."""
-    net = networks["detector"]
-    x = torch.rand(2, 3, 224, 224, generator=torch.Generator().manual_seed(2)) * 2 - 1
+def op_by_op(net, x: torch.Tensor, **kw) -> tuple:
+    """The module's own operators one by one (conv2d; the path of a GPU and of autograd): the
+    reference of the CPU's oneDNN programs."""
+    with torch.enable_grad():
+        return tuple(None if y is None else y.detach() for y in net(x.requires_grad_(), **kw))
+
+
+@pytest.mark.parametrize("key", ["detector", "landmark"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_cpu_program_equals_the_ops_one_by_one(networks, key, batch):
+    """The oneDNN program (prepacked weights, fused activations and residual adds, small
+    1 x 1 convolutions as matrix products, uneven SAME padding padded first) gives the
+    outputs of the graph's ops run one by one, for NCHW and channels-last inputs; the
+    borders' PAD ops are folded into the convolutions that read them."""
+    net, ref = networks[key], np.load(REFERENCE)
+    side = 224 if key == "detector" else 256
+    x = torch.rand(batch, 3, side, side, generator=torch.Generator().manual_seed(2))
+    x = x * 2 - 1 if key == "detector" else x  # the networks' input ranges
+    want = op_by_op(net, x.clone())
     with torch.no_grad():
-        a = net(x.contiguous())
-        b = net(x.contiguous(memory_format=torch.channels_last))
-    for u, v in zip(a, b, strict=True):
-        torch.testing.assert_close(u, v, atol=1e-3, rtol=1e-4)
+        for got in (net(x.contiguous()), net(x.contiguous(memory_format=torch.channels_last))):
+            for u, v, name in zip(got, want, net.output_names, strict=True):
+                floor = ref[f"noise/{key}/{name}/floor"]  # TFLite's two kernel sets apart
+                torch.testing.assert_close(u, v, atol=tolerance(floor), rtol=0)
+    steps = net._program(tuple(range(len(want))), {0: x})
+    assert len(steps) < len(net._plan(tuple(range(len(want)))))  # the adds went into convs
     pads = sum(op["op"] == "PAD" for op in net.desc["ops"])
-    assert sum(op["op"] == "PAD" for op, _ in net._plan((0, 1))) < pads
+    assert sum(op["op"] == "PAD" for op, _ in net._plan(tuple(range(len(want))))) < pads
+
+
+def test_cpu_program_follows_changed_weights(networks):
+    """A program is rebuilt when a constant is written in place or replaced."""
+    net = networks["landmark"]
+    x = torch.rand(1, 3, 256, 256, generator=torch.Generator().manual_seed(3))
+    name = next(op["weight"] for op in net.desc["ops"] if op.get("weight"))
+    w = getattr(net, name)
+    with torch.no_grad():
+        before = net(x, outputs=(0,))[0]
+        w.mul_(0.5)
+        try:
+            halved = net(x, outputs=(0,))[0]
+            torch.testing.assert_close(halved, op_by_op(net, x.clone(), outputs=(0,))[0],
+                                       atol=1e-2, rtol=1e-3)  # fmt: skip
+            assert not torch.allclose(halved, before, atol=1e-2)
+        finally:
+            w.mul_(2.0)
+        torch.testing.assert_close(net(x, outputs=(0,))[0], before, atol=1e-5, rtol=0)
 
 
 def test_outputs_subset_computes_only_those(networks):
