@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .memory import keep_freed_memory
 from .models.blazepose import load_blazepose_networks
 from .ops.affine import fixed_point_samples, warp_affine_fixed_point
 from .ops.blazepose import (
@@ -91,7 +92,11 @@ class BlazePose:
 
     @classmethod
     def load(cls, device: str | torch.device = "cpu", **kw) -> BlazePose:
-        """The shipped networks on ``device``."""
+        """The shipped networks on ``device``. On a CPU the process then keeps the memory its
+        calls free for the next ones (:func:`tensorpose.memory.keep_freed_memory`: glibc
+        would otherwise hand a batch's activations back and fault them in again each call)."""
+        if torch.device(device).type == "cpu":
+            keep_freed_memory()
         det, lm = load_blazepose_networks(device)
         return cls(det, lm, **kw)
 
