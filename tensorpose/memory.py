@@ -7,10 +7,12 @@ block is freed, and hands the top of its heap back to the system once more than
 every call: their memory then goes back to the system and comes again, and the kernel zeroes
 every 4 KiB page of it anew on first touch. BlazePose in image mode, 8 frames a batch on one
 thread: about 2,500 such page faults a frame (a batch of 8 landmark crops holds an 8 x 64 x 128
-x 128 float32 activation, 33.5 MB), some 40% of its time. :func:`keep_freed_memory` raises both
+x 128 float32 activation, 33.5 MB). :func:`keep_freed_memory` raises both
 thresholds so that freed blocks of up to 64 MiB stay in the heap and the next call reuses
-them: image mode then faults some 150 pages a frame, and the process keeps up to 128 MiB of
-freed memory at the top of its heap instead of returning it between calls.
+them: image mode then faults some 200 pages a frame. The price is memory the process keeps
+instead of returning it: up to 128 MiB free at the top of its heap, and, before freed blocks
+are reused, a few more of the largest ones (glibc places each 64-byte-aligned block anew until
+enough free space has gathered: 40 MiB tensors settle after five, some 200 MB).
 
 It sets a process-wide allocator option, so only what runs such inference calls it
 (:meth:`tensorpose.blazepose.BlazePose.load` on a CPU). Elsewhere than glibc (macOS, musl) it

@@ -10,8 +10,9 @@ SCRIPT = r"""
 import resource, torch
 from tensorpose.memory import keep_freed_memory
 
-def faults_per_call(n=4):
-    torch.empty(10 << 20).fill_(1.0)  # 40 MiB: glibc maps such a block anew each time
+def faults_per_call(n=4, warm=8):
+    for _ in range(warm):  # (the heap grows by a few blocks before they are reused)
+        torch.empty(10 << 20).fill_(1.0)  # 40 MiB: glibc maps such a block anew each time
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(n):
         torch.empty(10 << 20).fill_(1.0)
