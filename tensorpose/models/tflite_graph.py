@@ -151,7 +151,7 @@ class TFLiteNet(nn.Module):
         for t, x in values.items():
             values[t] = x.contiguous(memory_format=torch.channels_last)
         key = (outputs, *(tuple(x.shape) for x in values.values()))
-        stamp = tuple((b.data_ptr(), b._version) for b in self.buffers())
+        stamp = tuple((b.data_ptr(), b._version) for b in self._buffers.values())
         if key not in self._programs or self._programs[key][0] != stamp:
             if len(self._programs) >= 4:  # a few shapes at a time (packed weights each)
                 self._programs.pop(next(iter(self._programs)))
