@@ -168,7 +168,7 @@ def landmarks_in_rois(bp, images, frame_index, center, side, rotation,
     crops = crop_rois(images, M, LANDMARK_SIZE, frame_index, sizes, "replicate")
     # landmarks, pose flag, heatmaps (not the segmentation nor the world landmarks)
     raw, flag, _, heatmaps, _ = bp.landmark(crops.float().mul_(1 / 255), outputs=(0, 1, 3))
-    out = decode_landmarks(raw, center, side, rotation, heatmaps)
+    out = decode_landmarks(raw, center, side, rotation, heatmaps, matrix=M)
     out["flag"] = flag.reshape(-1)
     return out
 
@@ -253,8 +253,8 @@ class BlazePoseTracker:
         graph), the object scale being the side of the unscaled square on this frame's raw
         auxiliary points (its ``AlignmentPointsRectsCalculator`` roi), at ``fps``
         (MediaPipe's solution API: 30)."""
-        _, side, _ = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], 1.0)
-        started, scale = self.started[st, slot], 1.0 / side.clamp_min(1e-6)
+        side = 2 * torch.linalg.vector_norm(out["xy"][:, 34] - out["xy"][:, 33], dim=-1)
+        started, scale = self.started[st, slot], 1.0 / side.clamp_min(1e-6)  # alignment_roi's
         xy = out["xy"].clone()
         for part, lo, hi, cutoff, beta in (("body", 0, NUM_LANDMARKS, 0.05, 80.0),
                                            ("aux", 33, 35, 0.01, 10.0)):  # fmt: skip

@@ -269,11 +269,13 @@ def decode_landmarks(
     rotation: torch.Tensor,
     heatmaps: torch.Tensor | None = None,
     size: int = LANDMARK_SIZE,
+    matrix: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The landmark network's output ``(..., 5 L)`` (``x, y, z`` in crop pixels, visibility and
     presence logits) mapped to image pixels of the ROIs ``center, side, rotation``.
 
     ``heatmaps (..., L, h, w)``, when given, refine ``x, y`` first (:func:`refine_landmarks`).
+    ``matrix``: the crops' :func:`roi_matrix` when the caller has it already.
 
     Returns:
         ``xy (..., L, 2)`` image pixels, ``z (..., L)`` (pixels, MediaPipe's ``z`` times the ROI
@@ -286,7 +288,7 @@ def decode_landmarks(
     xy = v[..., :2] / size
     if heatmaps is not None:
         xy = refine_landmarks(xy, heatmaps)
-    inv = invert_affine(roi_matrix(center, side, rotation, size))
+    inv = invert_affine(roi_matrix(center, side, rotation, size) if matrix is None else matrix)
     return {
         "xy": transform_points(xy * size, inv),
         "z": v[..., 2] / size * side.unsqueeze(-1),
