@@ -192,9 +192,10 @@ def _step(net: Any, op: dict, shape: tuple[int, ...], in_place: bool = False) ->
 
 MATMUL_PIXELS = 8 * 8
 """1 x 1 convolutions over at most this many pixels (height times width, whatever the batch:
-the same kernels for every batch size) run as one matrix product (``addmm``): there oneDNN's fixed cost per call (some 40 us on one thread)
-outweighs its faster kernels. Measured on the landmark network, one image, one thread, the
-variants taking turns: 8 x 8 is 2-3% faster than 32 x 32 or than oneDNN everywhere."""
+the same kernels for every batch size) run as one matrix product (``addmm``): there oneDNN's
+fixed cost per call (some 40 us on one thread) outweighs its faster kernels. Measured on the
+landmark network, one image, one thread, the variants taking turns: 8 x 8 is 2-3% faster than
+32 x 32 or than oneDNN everywhere; in batches of 8 the three are within 2%."""
 
 
 def _as_matmul(op: dict, shape: tuple[int, ...], w: torch.Tensor) -> bool:
