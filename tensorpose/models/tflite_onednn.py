@@ -190,12 +190,14 @@ def _step(net: Any, op: dict, shape: tuple[int, ...], in_place: bool = False) ->
     return conv_add
 
 
-MATMUL_PIXELS = 8 * 8
+MATMUL_PIXELS = 32 * 32
 """1 x 1 convolutions over at most this many pixels (height times width, whatever the batch:
-the same kernels for every batch size) run as one matrix product (``addmm``): there oneDNN's
-fixed cost per call (some 40 us on one thread) outweighs its faster kernels. Measured on the
-landmark network, one image, one thread, the variants taking turns: 8 x 8 is 2-3% faster than
-32 x 32 or than oneDNN everywhere; in batches of 8 the three are within 2%."""
+the same kernels for every batch size) run as one matrix product (``addmm``, MKL's sgemm):
+there oneDNN's fixed cost per call (some 40 us on one thread) outweighs its faster kernels, and
+the results lie closer to the TFLite interpreter's (40 real landmark crops, mean |landmark
+- TFLite|: 7.5e-5 px against 8.5e-5 with oneDNN everywhere). Measured in sequence on the
+landmark network, one thread, the variants taking turns: one image 2-3% slower than with a
+limit of 8 x 8, as fast as oneDNN everywhere; in batches of 8 some 5% slower."""
 
 
 def _as_matmul(op: dict, shape: tuple[int, ...], w: torch.Tensor) -> bool:
