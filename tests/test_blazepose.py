@@ -42,6 +42,9 @@ def test_image_mode_finds_people_inside_the_frames(bp, frames):
             xy = kp[vis, :2]
             assert (xy[:, 0] > -0.1 * f.shape[1]).all() and (xy[:, 0] < 1.1 * f.shape[1]).all()
     assert found >= 1
+    for p in people:  # ordinary tensors, though computed under inference mode
+        assert not any(v.is_inference() for v in p.values())
+        p["keypoints"] += 0
 
 
 def test_image_mode_is_per_frame(bp, frames):
@@ -72,6 +75,7 @@ def test_tracker_follows_and_batches_streams(bp, frames):
         assert d.median() < 0.05 * f.shape[0]
     np.testing.assert_allclose(again[0]["keypoints"].numpy(), again[1]["keypoints"].numpy(),
                                atol=0.02)  # fmt: skip
+    assert not any(v.is_inference() for p in again for v in p.values())
     blank = torch.zeros_like(images)
     assert all(len(p["scores"]) == 0 for p in tr.step(blank, sizes))
     assert tr.redetect.all()
