@@ -1,19 +1,22 @@
-"""A TFLite graph's operators prepared for oneDNN on a CPU, once per input shape.
+"""A TFLite graph's operators prepared for a CPU, once per input shape.
 
 :class:`~tensorpose.models.tflite_graph.TFLiteNet` runs its plan op by op; on a CPU (float32,
 no gradient) it runs a *program* built here from that plan instead, for the input's shape:
 
-- every convolution (1 x 1, k x k, depthwise) is oneDNN's with the activation fused and the
-  weights reordered once into the layout oneDNN picks for that input shape (``conv2d`` would
-  reorder them on every call, run 1 x 1 convolutions of one image as im2col + gemm on a copy,
-  and clamp ``RELU6`` in a second pass);
+- convolutions are oneDNN's with the activation fused and the weights reordered once into the
+  layout oneDNN picks for that input shape (``conv2d`` would reorder them on every call, run 1
+  x 1 convolutions of one image as im2col + gemm on a copy, and clamp ``RELU6`` in a second
+  pass); an uneven ``SAME`` padding (the extra pixel after) is padded first;
 - a convolution without activation read only by an ``ADD`` (the residual blocks) runs with the
-  add (and a ``RELU``) fused, written into the other summand where that is dead afterwards.
+  add (and a ``RELU``) fused, written into the other summand where that is dead afterwards;
+- 1 x 1 convolutions of small maps (:data:`MATMUL_PIXELS`) and those whose kernel covers the
+  whole input run as one matrix product (``addmm``), where oneDNN's fixed cost per call
+  outweighs its kernels.
 
-The results are the same arithmetic (one float32 accumulation per output, bias, then the add):
-:mod:`tests.models.test_blazepose_nets` checks them against the TFLite interpreter.
-Convolutions whose ``SAME`` padding is uneven (the extra pixel after) and every other operator
-run through the module's own operator methods.
+Every output is one float32 accumulation per value, bias, then the summand, as the graph's own
+ops; only the order of the accumulation differs with the kernel. tests/models/
+test_blazepose_nets.py checks the programs against the ops one by one and both networks against
+the TFLite interpreter. Every other operator runs through the module's own operator methods.
 """
 
 from __future__ import annotations
