@@ -9,9 +9,9 @@ no gradient) it runs a *program* built here from that plan instead, for the inpu
   pass); an uneven ``SAME`` padding (the extra pixel after) is padded first;
 - a convolution without activation read only by an ``ADD`` (the residual blocks) runs with the
   add (and a ``RELU``) fused, written into the other summand where that is dead afterwards;
-- 1 x 1 convolutions of small maps (:data:`MATMUL_PIXELS`) and those whose kernel covers the
-  whole input run as one matrix product (``addmm``), where oneDNN's fixed cost per call
-  outweighs its kernels.
+- 1 x 1 convolutions of one image's small maps (:data:`MATMUL_PIXELS`) and those whose
+  kernel covers the whole input run as one matrix product (``addmm``), where oneDNN's fixed
+  cost per call outweighs its kernels.
 
 Every output is one float32 accumulation per value, bias, then the summand, as the graph's own
 ops; only the order of the accumulation differs with the kernel. tests/models/
@@ -194,24 +194,24 @@ def _step(net: Any, op: dict, shape: tuple[int, ...], in_place: bool = False) ->
 
 
 MATMUL_PIXELS = 32 * 32
-"""1 x 1 convolutions over at most this many pixels (height times width, whatever the batch:
-the same kernels for every batch size) run as one matrix product (``addmm``, MKL's sgemm):
-there oneDNN's fixed cost per call (some 40 us on one thread) outweighs its faster kernels, and
-the results lie closer to the TFLite interpreter's (40 real landmark crops, mean |landmark
-- TFLite|: 7.5e-5 px against 8.5e-5 with oneDNN everywhere). Measured in sequence on the
-landmark network, one thread, the variants taking turns: one image 2-3% slower than with a
-limit of 8 x 8, as fast as oneDNN everywhere; in batches of 8 some 5% slower."""
+"""For one image, 1 x 1 convolutions over at most this many pixels run as one matrix product
+(``addmm``, MKL's sgemm): there oneDNN's fixed cost per call (some 40 us on one thread)
+outweighs its faster kernels, and the results lie closer to the TFLite interpreter's (40 real
+landmark crops, mean |landmark - TFLite|: 7.5e-5 px against 8.5e-5 with oneDNN everywhere).
+Measured in sequence on the landmark network, one thread, the variants taking turns: one image
+as fast as with oneDNN everywhere. Batches keep oneDNN: there its cost per call is shared, and
+in batches of 8 the products of 32 x 32 maps are 5% slower."""
 
 
 def _as_matmul(op: dict, shape: tuple[int, ...], w: torch.Tensor) -> bool:
-    """Whether a convolution runs as one matrix product: a 1 x 1 convolution over at most
-    :data:`MATMUL_PIXELS` pixels, or one whose kernel covers its whole unpadded input (one
-    output pixel, as the landmark network's two last ones)."""
+    """Whether a convolution runs as one matrix product: a 1 x 1 convolution of one image over
+    at most :data:`MATMUL_PIXELS` pixels, or one whose kernel covers its whole unpadded input
+    (one output pixel, as the landmark network's two last ones)."""
     if op["groups"] != 1 or tuple(op["dilation"]) != (1, 1) or any(op.get("pre_pad", ())):
         return False
     one_by_one = tuple(w.shape[2:]) == (1, 1) and tuple(op["stride"]) == (1, 1)
     whole = op["padding"] == "VALID" and tuple(w.shape[2:]) == tuple(shape[2:])
-    return whole or (one_by_one and shape[2] * shape[3] <= MATMUL_PIXELS)
+    return whole or (one_by_one and shape[0] == 1 and shape[2] * shape[3] <= MATMUL_PIXELS)
 
 
 def _step_matmul(op: dict, w: torch.Tensor, b: torch.Tensor | None) -> Callable:

@@ -73,12 +73,19 @@ def test_shipped_networks_equal_reference_outputs(networks, image):
 
 
 def test_batch_of_two_equals_two_batches_of_one(networks):
+    """An image's outputs do not depend on the batch, up to float rounding: on a CPU one image
+    and a batch may run some convolutions with different kernels (tensorpose.models.
+    tflite_onednn), which round differently, as the interpreter's two kernel sets do (the
+    tolerance of the reference test: its floor on each output, at least 1e-4)."""
+    ref = np.load(REFERENCE)
+    net = networks["landmark"]
     x = torch.rand(2, 3, 256, 256, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        both = networks["landmark"](x)
-        one = networks["landmark"](x[1:])
-    for a, b in zip(both, one, strict=True):
-        torch.testing.assert_close(a[1:], b, atol=1e-4, rtol=1e-4)
+        both = net(x)
+        one = net(x[1:])
+    for a, b, name in zip(both, one, net.output_names, strict=True):
+        floor = ref[f"noise/landmark/{name}/floor"]
+        torch.testing.assert_close(a[1:], b, atol=tolerance(floor), rtol=1e-4)
 
 
 def op_by_op(net, x: torch.Tensor, **kw) -> tuple:
