@@ -2,7 +2,8 @@
 
 Image mode over a batch of frames of the balancing trial: the detector's crop, its network, its
 decoding and weighted NMS, the landmark crops, the landmark network, the landmarks back to
-pixels, and the whole ``image_people``; video mode: one ``BlazePoseTracker.step`` per frame;
+pixels, and the whole ``image_people``; the landmark network on one crop alone (as video mode
+runs it); video mode: one ``BlazePoseTracker.step`` per frame;
 also the decoding of the video itself. Milliseconds per frame (medians)::
 
     python benchmarks/blazepose_stages.py --device cpu
@@ -79,6 +80,8 @@ def stages(device: torch.device, video: Path, batch: int, repeats: int) -> dict[
         ),
         "landmark crops": run(lambda: crop_rois(images, Ml, 256, k, sizes, "replicate")),
         "landmark network": run(lambda: bp.landmark(crops, outputs=(0, 1, 3))),
+        "landmark network, one crop alone": run(lambda: bp.landmark(crops[:1], outputs=(0, 1, 3)))
+        * batch,
         "landmarks to pixels": run(
             lambda: decode_landmarks(out[0], cc[:, 0], ss[:, 0], rr[:, 0], out[3])
         ),

@@ -6,7 +6,7 @@ block is freed, and hands the top of its heap back to the system once more than
 ``M_TRIM_THRESHOLD`` is free there. A network's activations are freed and requested again on
 every call: their memory then goes back to the system and comes again, and the kernel zeroes
 every 4 KiB page of it anew on first touch. BlazePose in image mode, 8 frames a batch on one
-thread: about 2,500 such page faults a frame (a batch of 8 landmark crops holds an 8 x 64 x 128
+thread: 1,000-2,600 such page faults a frame (a batch of 8 landmark crops holds an 8 x 64 x 128
 x 128 float32 activation, 33.5 MB). :func:`keep_freed_memory` raises both
 thresholds so that freed blocks of up to 64 MiB stay in the heap and the next call reuses
 them: image mode then faults some 200 pages a frame. The price is memory the process keeps
