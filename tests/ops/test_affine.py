@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from tensorpose.ops.affine import (
+    SAMPLE_LIMIT,
     box_to_center_scale,
     crop_matrix,
+    fixed_point_maps,
+    fixed_point_samples,
     get_affine_transform,
     invert_affine,
     transform_points,
@@ -230,3 +233,27 @@ def test_uint8_warps_read_only_their_pixels_and_equal_the_float_path():
         b = warp_affine(nchw.float(), M[:3], (16, 12), out_dtype=out_dtype)
         assert torch.equal(a, b)
     assert warp_affine(nchw, M[:3], (16, 12)).dtype == torch.uint8
+
+
+def test_fixed_point_samples_equal_the_float64_formula_pixel_by_pixel():
+    """Each output pixel's source point ``round(32 (t0 x + (t1 y + t2)))`` of the inverse
+    matrix in float64, half to even (a plain loop), clamped to SAMPLE_LIMIT; the maps are its
+    ``>> 5`` and ``& 31``. One ROI is huge, so that its points run far outside any image."""
+    g = torch.Generator().manual_seed(3)
+    center = torch.rand(3, 2, generator=g, dtype=torch.float64) * 500
+    side = torch.tensor([300.0, 41.3, 1e9], dtype=torch.float64)
+    M = crop_matrix(center, torch.stack([side, side], -1), (6, 7),
+                    torch.rand(3, generator=g, dtype=torch.float64) * 6 - 3).float()  # fmt: skip
+    qx, qy = fixed_point_samples(M, (6, 7))
+    inv = invert_affine(M.double()).numpy()
+    for k in range(3):
+        for y in range(6):
+            for x in range(7):
+                for i, q in enumerate((qx, qy)):
+                    t = inv[k, i]
+                    v = float(np.rint((t[0] * x + (t[1] * y + t[2])) * 32))
+                    assert q[k, y, x].item() == min(max(v, -SAMPLE_LIMIT), SAMPLE_LIMIT)
+    assert qx.dtype == torch.int32 and (qx[2].abs() == SAMPLE_LIMIT).any()
+    first, frac = fixed_point_maps(M, (6, 7))
+    assert torch.equal(first[..., 0], (qx >> 5).long())
+    assert torch.equal(frac[..., 1], (qy & 31).long())
