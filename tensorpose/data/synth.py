@@ -232,7 +232,8 @@ class KinematicAugmenter:
             )
         B, R, J, _ = windows.shape
         dev = windows.device
-        if dev != generator.device:
+        gen = generator.device  # a CUDA generator made with device="cuda" has no index
+        if dev.type != gen.type or (gen.index is not None and dev.index != gen.index):
             raise ValueError(f"windows are on {dev} but the generator is on {generator.device}")
         root = sk.root
         noise_scale, height_path = self._device_tables(dev)
