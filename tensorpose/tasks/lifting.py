@@ -128,6 +128,9 @@ class LiftDataConfig:
     """``augment: kinematic``: a training kind whose mean bone lengths (over its frames) every
     training take gets, scaled to the take's own height
     (:func:`~tensorpose.ops.poseaug_bones.retarget_lengths`); empty: each take its own."""
+    proportions_height: str = field(default="take", metadata=choices("take", "kind"))
+    """With ``proportions``: at each ``take``'s own height, or at the ``kind``'s (every take
+    gets that kind's mean bone lengths: its size too)."""
     character: str = ""
     """DeepMimic character file; empty: ``characters/humanoid3d.txt`` found above the motions."""
     up_axis: str = field(default="y", metadata=choices("y", "z"))
@@ -181,7 +184,9 @@ class LiftDataConfig:
         if self.augment == "kinematic":
             self.synth.synth_config(self.normalization)
         elif self.ignore_joints or self.proportions:
-            raise ConfigError("data.ignore_joints and data.proportions need data.augment: kinematic")
+            raise ConfigError(
+                "data.ignore_joints and data.proportions need data.augment: kinematic"
+            )
 
     def camera_spec(self) -> CameraSpec:
         """The virtual cameras' intrinsics and placement ranges."""
@@ -387,7 +392,8 @@ class LiftingTask(Task):
 
     def take_lengths(self, seqs: list[MocapSequence]) -> torch.Tensor | None:
         """``(N, S)`` bone lengths of the training takes with ``data.proportions`` (that kind's
-        mean proportions at each take's height); ``None`` without it (each take its own)."""
+        mean proportions at each take's height, or its mean lengths with
+        ``data.proportions_height: kind``); ``None`` without it (each take its own)."""
         kind = self.cfg.data.proportions
         if not kind:
             return None
@@ -397,7 +403,10 @@ class LiftingTask(Task):
         if not frames:
             kinds = ", ".join(sorted({s.kind for s in seqs}))
             raise ConfigError(f"data.proportions: no training take of kind {kind!r} ({kinds})")
-        return retarget_lengths(own, bone_lengths(torch.cat(frames), sk).mean(0), sk)
+        template = bone_lengths(torch.cat(frames), sk).mean(0)  # (S,)
+        if self.cfg.data.proportions_height == "kind":
+            return template.expand_as(own).clone()
+        return retarget_lengths(own, template, sk)
 
     def eval_data(self, device: torch.device, bvh: list[str] | None = None,
                   mapping: str | None = None, units: str | None = None) -> LiftingSet:  # fmt: skip

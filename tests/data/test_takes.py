@@ -135,6 +135,9 @@ def test_recipe_options_ignore_joints_and_proportions_reach_the_batches():
     torch.testing.assert_close(tb.bone_lengths[1], retarget_lengths(own[1], template, sk))
     assert tb.joint_weights[0].tolist() == [1.0] * 17
     assert tb.joint_weights[1].tolist() == [0.0 if n in ("neck", "head") else 1.0 for n in sk.names]
+    kind_size = build_task(load_config(None, [*over, "data.proportions_height=kind"]))
+    kind_size.setup(torch.device("cpu"))
+    torch.testing.assert_close(kind_size.train_batches.bone_lengths, template.expand(2, -1))
     batch = task.prepare(next(iter(tb)))
     assert batch["weight"].shape == (64, 1, 17)
     res = task(batch)  # the loss counts only the weighted joints
