@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .io.openpose import _assign
+from .assignment import linear_assignment
 from .layouts import LAYOUTS
 from .multiview import (
     CHUNK_FRAMES,
@@ -86,7 +86,7 @@ class PeopleLinker:
             pred = last[active] + vel[active] * gap[active, None]
             cost = np.linalg.norm(pred[:, None] - pos[None], axis=-1)  # (A, P)
             cost[cost > self.gate_m * np.sqrt(gap[active])[:, None]] = np.inf
-            rows, cols = _assign(cost)
+            rows, cols = linear_assignment(cost)
             k = active[rows]
             vel[k] = 0.5 * vel[k] + 0.5 * (pos[cols] - last[k]) / gap[k, None]
             last[k], seen_at[k] = pos[cols], t

@@ -24,12 +24,12 @@ import torch
 from .io.calibration import Calibration, load_calibration
 from .io.openpose import (
     OpenPoseError,
+    cameras_evidence,
     first_person,
-    frame_files,
-    openpose_evidence,
+    frame_paths,
     read_openpose_files,
 )
-from .layouts import LAYOUTS, join_evidence, layout_evidence, layout_from_evidence
+from .layouts import LAYOUTS, candidate_layouts, join_evidence, layout_from_evidence
 from .ops.association import triangulate_people
 from .ops.dlt import reprojection_errors
 from .ops.triangulate import DROP_RULES
@@ -169,15 +169,15 @@ class Recording:
         now); without a given layout, their layout evidence is kept for :attr:`layout`."""
         if self.last[:2] == (start, stop):
             return self.last[2]
-        frames, evidence = [], [stop]
+        frames, recorded = [], []
         for c, files in enumerate(self.files):  # a handful of cameras
-            f, _, _, recorded = read_openpose_files(files[start:stop], self.keypoints,
-                                                    self.sources[c])  # fmt: skip
+            f, _, _, layout = read_openpose_files(files[start:stop], self.keypoints,
+                                                  self.sources[c])  # fmt: skip
             frames.append(f)
-            if self.given is None:
-                evidence.append((openpose_evidence(f, self.keypoints), recorded))
+            recorded.append(layout)
         if self.given is None:
-            self.evidence[start] = evidence
+            measured = cameras_evidence(frames, self.keypoints)
+            self.evidence[start] = [stop, *zip(measured, recorded, strict=True)]
         self.last = (start, stop, frames)
         return frames
 
@@ -230,7 +230,7 @@ def open_recording(
     calib = load_calibration(calib_path)
     cams = match_cameras(folders, calib.names, Path(calib_path))
     calib = calib.select(cams)
-    files = [[str(p) for p in frame_files(f)] for f in folders]  # text: 5x less memory
+    files = [frame_paths(f) for f in folders]  # text: 5x less memory
     counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
     if len(set(counts.values())) != 1:
         raise ValueError(f"the camera folders have different frame counts {counts}; "
@@ -244,7 +244,7 @@ def open_recording(
         if first is None:
             raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
         try:
-            layout_evidence(np.zeros((0, first[0], 3)))
+            candidate_layouts(first[0])
         except ValueError as e:
             raise OpenPoseError(f"{first[1]}: {e}") from None
         keypoints[folder.name], _ = first
@@ -304,12 +304,13 @@ def pack_keypoints(cameras: Cameras | Recording, device: str | torch.device = "c
         frames = cameras.read(0, cameras.frames)
     K = cameras.keypoints
     keypoints = []
-    for per_frame in frames:  # pack each camera's frames into (T, P_c, K, 3)
-        k = torch.zeros(len(per_frame), max(len(f) for f in per_frame), K, 3,
-                        dtype=torch.float64)  # fmt: skip
-        for t, f in enumerate(per_frame):  # one frame's people at a time (file data)
-            k[t, : len(f)] = torch.from_numpy(f)
-        keypoints.append(k.to(device))
+    for per_frame in frames:  # pack each camera's frames into (T, P_c, K, 3), one scatter
+        counts = np.array([len(f) for f in per_frame])
+        k = np.zeros((len(per_frame), counts.max(), K, 3))
+        flat = np.concatenate([np.zeros((0, K, 3)), *per_frame])
+        t = np.repeat(np.arange(len(counts)), counts)
+        k[t, np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)] = flat
+        keypoints.append(torch.from_numpy(k).to(device))
     return keypoints
 
 

@@ -36,6 +36,10 @@ _KEYS = ["DataRate", "CameraRate", "NumFrames", "NumMarkers", "Units", "OrigData
          "OrigDataStartFrame", "OrigNumFrames"]  # fmt: skip
 
 
+ROWS_PER_BLOCK = 1000
+"""Frames formatted and written at a time."""
+
+
 class TRCError(ValueError):
     """A ``.trc`` file could not be read; the message names the file and the line."""
 
@@ -61,10 +65,6 @@ def _points(points, names: Sequence[str]) -> np.ndarray:
 def _check_fps(fps: float) -> None:
     if not (isinstance(fps, int | float) and math.isfinite(fps) and fps > 0):
         raise ValueError(f"fps must be a positive number, got {fps!r}")
-
-
-def _fmt(v: float, decimals: int) -> str:
-    return "" if math.isnan(v) else f"{v:.{decimals}f}"
 
 
 def write_trc(
@@ -109,20 +109,33 @@ def write_trc(
         "\t\t" + "\t".join(f"X{i}\tY{i}\tZ{i}" for i in range(1, J + 1)),
         "",
     ]
-    rows = (
-        "\t".join([str(t + 1), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in xyz])
-        for t, xyz in enumerate(pts.reshape(T, J * 3))
-    )  # one text row per frame, written as it is made (an hour of frames is 100s of MB)
-    _write_lines(path, lines, rows)
+    # one text row per frame, written as they are made (an hour of frames is 100s of MB)
+    _write_lines(path, lines, _rows(pts, fps, decimals, "\t", 1))
     return path
 
 
+def _rows(pts: np.ndarray, fps: float, decimals: int, sep: str, first: int):
+    """Text rows ``frame, time, x1, y1, z1, ...`` of ``pts (T, J, 3)`` (frames numbered from
+    ``first``; NaN as an empty field), a block of frames at a time: one ``%`` format per row."""
+    T, width = pts.shape[0], pts.shape[1] * 3
+    fmt = sep.join(["%d"] + [f"%.{decimals}f"] * (1 + width))
+    for start in range(0, T, ROWS_PER_BLOCK):  # a block of frames at a time
+        block = pts[start : start + ROWS_PER_BLOCK]
+        block = block.reshape(len(block), width).tolist()
+        yield "\n".join(
+            (fmt % (t + first, t / fps, *xyz)).replace("nan", "")  # "%f" never writes "nan"
+            for t, xyz in enumerate(block, start)  # otherwise: NaN fields become empty
+        )  # fmt: skip
+
+
 def _write_lines(path: Path, head: list[str], rows) -> None:
-    """``head`` then ``rows``, each line ending in a newline, streamed to ``path``."""
+    """``head`` then the blocks of ``rows``, each line ending in a newline, streamed to
+    ``path``."""
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in head))
-        for row in rows:  # one line per frame
-            f.write(row + "\n")
+        for block in rows:  # a block of frames at a time
+            if block:
+                f.write(block + "\n")
 
 
 def write_csv(
@@ -140,13 +153,8 @@ def write_csv(
     if not re.fullmatch(r"[A-Za-z]+", units):
         raise ValueError(f"units must be a word such as 'm' or 'mm', got {units!r}")
     path = Path(path)
-    T, J, _ = pts.shape
     header = ["frame", "time_s"] + [f"{n}_{a}_{units}" for n in names for a in "xyz"]
-    rows = (
-        ",".join([str(t), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in xyz])
-        for t, xyz in enumerate(pts.reshape(T, J * 3))
-    )  # one text row per frame, written as it is made
-    _write_lines(path, [",".join(header)], rows)
+    _write_lines(path, [",".join(header)], _rows(pts, fps, decimals, ",", 0))
     return path
 
 
