@@ -382,25 +382,30 @@ _SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
 }
 
 
-def _signature_residual(kp: torch.Tensor, layout: str) -> torch.Tensor:
-    """``(N,)`` per person: the mean over the layout's signature facts of
+def _signature_residuals(kp: torch.Tensor, layouts: list[str]) -> dict[str, np.ndarray]:
+    """Per layout, ``(N,)`` per person: the mean over the layout's signature facts of
     ``|keypoint - mean(references)| / body size`` (body size: the diagonal of the box around
-    the person's found keypoints); NaN where no fact has all its keypoints found."""
-    names = LAYOUTS[layout]
-    facts = _SIGNATURES[layout]
-    point = torch.tensor([names.index(p) for p, _ in facts])
-    refs = torch.tensor([[names.index(r) for r in (*rs, rs[0])[:2]] for _, rs in facts])
+    the person's found keypoints, measured once for all layouts); NaN where no fact has all
+    its keypoints found."""
     found = (kp[..., 2] > 0) & torch.isfinite(kp[..., :2]).all(-1)  # (N, K)
     xy = kp[..., :2].masked_fill(~found[..., None], float("nan"))
-    lo = torch.where(found[..., None], xy, float("inf")).amin(-2)
-    hi = torch.where(found[..., None], xy, float("-inf")).amax(-2)
+    inf = float("inf")  # xy is NaN exactly where not found (found joints are finite)
+    lo = xy.nan_to_num(nan=inf, posinf=inf, neginf=-inf).amin(-2)
+    hi = xy.nan_to_num(nan=-inf, posinf=inf, neginf=-inf).amax(-2)
     size = torch.linalg.vector_norm(hi - lo, dim=-1)  # (N,); inf/NaN without found points
-    ref = xy[:, refs].mean(-2)  # (N, F, 2)
-    d = torch.linalg.vector_norm(xy[:, point] - ref, dim=-1) / size[:, None]  # (N, F)
-    ok = torch.isfinite(d) & (found.sum(-1, keepdim=True) >= 3)
-    n = ok.sum(-1)
-    r = torch.where(ok, d, 0.0).sum(-1) / n.clamp(min=1)
-    return r.masked_fill(n == 0, float("nan"))
+    enough = found.sum(-1, keepdim=True) >= 3
+    out = {}
+    for layout in layouts:  # two candidates at most
+        names, facts = LAYOUTS[layout], _SIGNATURES[layout]
+        point = torch.tensor([names.index(p) for p, _ in facts])
+        refs = torch.tensor([[names.index(r) for r in (*rs, rs[0])[:2]] for _, rs in facts])
+        ref = xy[:, refs].mean(-2)  # (N, F, 2)
+        d = torch.linalg.vector_norm(xy[:, point] - ref, dim=-1) / size[:, None]  # (N, F)
+        ok = torch.isfinite(d) & enough
+        n = ok.sum(-1)
+        r = d.masked_fill(~ok, 0.0).sum(-1) / n.clamp(min=1)
+        out[layout] = r.masked_fill(n == 0, float("nan")).numpy()
+    return out
 
 
 def detect_layout(keypoints: torch.Tensor | np.ndarray) -> tuple[str, str]:
@@ -455,7 +460,7 @@ def split_evidence(
     ends = np.cumsum([len(flat)] if counts is None else counts).tolist()
     if len(candidates) == 1:
         return [(K, {candidates[0]: np.zeros(0)}) for _ in ends]
-    every = {name: _signature_residual(flat, name).numpy() for name in candidates}
+    every = _signature_residuals(flat, candidates)
     bounds = zip([0, *ends[:-1]], ends, strict=True)
     pieces = [{name: r[a:b] for name, r in every.items()} for a, b in bounds]
     return [(K, {name: r[~np.isnan(r)] for name, r in p.items()}) for p in pieces]

@@ -145,3 +145,31 @@ def test_read_trc_errors_name_file_and_line(tmp_path):
     short.write_text("\n".join(good[:8]) + "\n")
     with pytest.raises(TRCError, match="NumFrames is 5 but the file has 2 data rows"):
         read_trc(short)
+
+
+def test_npz_deflates_what_compresses(tmp_path):
+    import zipfile
+
+    from tensorpose.io.motion import write_npz
+
+    rng = np.random.default_rng(3)
+    mostly_nan = np.full((300, 25, 4), np.nan)
+    mostly_nan[::7, :, 1] = rng.normal(size=(43, 25))
+    arrays = {"points": rng.normal(size=(300, 25, 3)), "errors": mostly_nan,
+              "valid": rng.random((300, 25)) < 0.9, "names": np.array(["a", "bb"]),
+              "fps": np.float64(60), "units": "m", "empty": np.zeros((0, 3))}  # fmt: skip
+    for compressed in (True, False):
+        path = write_npz(tmp_path / f"{compressed}.npz", arrays, compressed=compressed)
+        with np.load(path, allow_pickle=False) as z:
+            assert sorted(z.files) == sorted(arrays)
+            for k, v in arrays.items():  # every array back, bit for bit
+                a = np.asarray(v)
+                assert z[k].dtype == a.dtype and z[k].tobytes() == a.tobytes()
+        kinds = {i.filename: i.compress_type for i in zipfile.ZipFile(path).infolist()}
+        if compressed:  # random float64 is stored, NaN runs and booleans are deflated
+            assert kinds["points.npy"] == zipfile.ZIP_STORED
+            assert kinds["errors.npy"] == kinds["valid.npy"] == zipfile.ZIP_DEFLATED
+        else:
+            assert set(kinds.values()) == {zipfile.ZIP_STORED}
+    with pytest.raises(ValueError, match="objects"):
+        write_npz(tmp_path / "o.npz", {"x": np.array([{}], dtype=object)})
