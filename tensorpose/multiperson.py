@@ -91,7 +91,11 @@ class PeopleLinker:
             vel[k] = 0.5 * vel[k] + 0.5 * (pos[cols] - last[k]) / gap[k, None]
             last[k], seen_at[k] = pos[cols], t
             track[here[cols], i] = k
-            new = np.setdiff1d(np.arange(len(here)), cols)
+            if len(cols) == len(here):  # every person matched: no new track
+                continue
+            unmatched = np.ones(len(here), dtype=bool)
+            unmatched[cols] = False
+            new = np.flatnonzero(unmatched)
             track[here[new], i] = len(last) + np.arange(len(new))
             last = np.concatenate([last, pos[new]])
             vel = np.concatenate([vel, np.zeros((len(new), 3))])

@@ -79,12 +79,21 @@ def _natural(path: Path) -> tuple:
     return tuple(int(s) if s.isdigit() else s.lower() for s in re.split(r"(\d+)", path.name))
 
 
+def _names_json(folder: Path) -> bool:
+    """Whether an entry of ``folder`` is named ``*.json`` (``any(folder.glob("*.json"))``)."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name.endswith(".json") for e in entries)
+    except PermissionError:
+        return False
+
+
 def find_camera_folders(tracks_dir: str | os.PathLike) -> list[Path]:
     """The sub-folders of ``tracks_dir`` holding ``*.json`` files, in natural name order."""
     root = Path(tracks_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"tracks folder not found: {root}")
-    folders = [p for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))]
+    folders = [p for p in root.iterdir() if p.is_dir() and _names_json(p)]
     if not folders:
         raise ValueError(f"{root}: no camera sub-folder with OpenPose .json files")
     return sorted(folders, key=_natural)
@@ -393,17 +402,30 @@ def _bones(tri: Triangulation) -> dict[str, dict]:
     return bones
 
 
+def _column_medians(x: np.ndarray, keep: np.ndarray) -> list[float | None]:
+    """Per column of ``x (T, J)``, ``np.median`` of its entries where ``keep`` (``None``:
+    none kept): every column sorted at once (the median of the kept entries is their middle
+    order statistic, or the mean of the two middle ones)."""
+    if np.isnan(x[keep]).any():  # np.median would say NaN: column by column, as it does
+        with np.errstate(all="ignore"):
+            return [float(np.median(x[keep[:, j], j])) if keep[:, j].any() else None
+                    for j in range(x.shape[1])]  # fmt: skip
+    s = np.sort(np.where(keep, x, np.inf), axis=0)  # kept entries first, in order
+    n = keep.sum(0)
+    lo, hi = s[np.maximum(n - 1, 0) // 2, np.arange(len(n))], s[n // 2, np.arange(len(n))]
+    mid = np.where(n % 2 == 1, lo, np.mean(np.stack([lo, hi]), axis=0))
+    return [float(m) if k else None for m, k in zip(mid.tolist(), n.tolist(), strict=True)]
+
+
 def summarize(tri: Triangulation) -> dict:
     """The figures of a triangulation: frames, joints, frames with a person, valid fraction,
     median and 90th percentile of the mean reprojection error (px), mean cameras used,
     per-joint valid fraction and median error, bone-length mean and std (m) over frames."""
     valid, mean_error = tri.valid, tri.mean_error
     e = mean_error[valid]
-    with np.errstate(all="ignore"):
-        per_joint = {n: {"valid": float(valid[:, j].mean()),
-                         "median_px": float(np.median(mean_error[valid[:, j], j]))
-                         if valid[:, j].any() else None}
-                     for j, n in enumerate(tri.names)}  # fmt: skip
+    medians = _column_medians(mean_error, valid)
+    per_joint = {n: {"valid": float(v), "median_px": m}
+                 for n, v, m in zip(tri.names, valid.mean(0), medians, strict=True)}  # fmt: skip
     return {
         "frames": valid.shape[0],
         "joints": valid.shape[1],
