@@ -178,7 +178,11 @@ class Frame(NamedTuple):
 def _person_id(person: dict) -> int:
     """A person's ``person_id`` (a list of one integer >= 0, as tensorpose writes it); -1 for
     anything else (OpenPose writes ``[-1]``: people are not identified)."""
-    pid = person.get("person_id")
+    return _identity(person.get("person_id"))
+
+
+def _identity(pid: object) -> int:
+    """:func:`_person_id` of the value of ``person_id``."""
     if isinstance(pid, list) and len(pid) == 1:
         pid = pid[0]
     ok = isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < 2**31
@@ -306,7 +310,7 @@ def _read_whole(files: Sequence[str | Path], K: int) -> FrameFiles | None:
     file: every person's numbers gathered into one list, then type-checked, converted and
     bounded at once. ``None`` at anything unusual (a bad file, a person of another size):
     the file-by-file reader then finds and names it."""
-    numbers, counts, people, layouts, width = [], [], [], set(), 3 * K
+    numbers, counts, pids, layouts, width = [], [], [], set(), 3 * K
     try:
         for path in files:  # one file at a time (read, parsed)
             raw = read_regular(path, MAX_FRAME_BYTES)
@@ -324,7 +328,7 @@ def _read_whole(files: Sequence[str | Path], K: int) -> FrameFiles | None:
                         continue  # no body keypoints (e.g. a hand only): skipped, as there
                     return None
                 numbers += kp
-                people.append(person)
+                pids.append(person.get("person_id"))
                 n += 1
             counts.append(n)
             layout = data.get("keypoint_layout")
@@ -343,7 +347,7 @@ def _read_whole(files: Sequence[str | Path], K: int) -> FrameFiles | None:
     frames = [kept[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
     ids = None
     if None not in layouts:  # every file records a layout: its person_ids may be tracks
-        pid = np.array([_person_id(p) for p in people], np.int64)[keep]
+        pid = np.array([_identity(p) for p in pids], np.int64)[keep]
         ids = [pid[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
         if not all((i >= 0).all() and len(np.unique(i)) == len(i) for i in ids):
             ids = None
