@@ -175,14 +175,9 @@ class Frame(NamedTuple):
     fps: float | None = None
 
 
-def _person_id(person: dict) -> int:
+def _identity(pid: object) -> int:
     """A person's ``person_id`` (a list of one integer >= 0, as tensorpose writes it); -1 for
     anything else (OpenPose writes ``[-1]``: people are not identified)."""
-    return _identity(person.get("person_id"))
-
-
-def _identity(pid: object) -> int:
-    """:func:`_person_id` of the value of ``person_id``."""
     if isinstance(pid, list) and len(pid) == 1:
         pid = pid[0]
     ok = isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < 2**31
@@ -207,7 +202,7 @@ def _parse_frame(path: str | Path) -> Frame:
         arr = _person(path, i, kp)
         if arr is not None:
             people.append(arr)
-            ids.append(_person_id(person))
+            ids.append(_identity(person.get("person_id")))
     layout = data.get("keypoint_layout")
     fps = data.get("fps")
     fps = float(fps) if type(fps) in _NUMBERS and 0.1 <= fps <= 10_000 else None
@@ -272,8 +267,8 @@ def read_openpose_files(
     """
     from tqdm import tqdm
 
-    bar = tqdm(files, desc=progress, unit="file", disable=progress is None, leave=False)
-    fast = _read_whole(bar if progress is not None else files, keypoints)
+    bar = files if progress is None else tqdm(files, desc=progress, unit="file", leave=False)
+    fast = _read_whole(bar, keypoints)
     return fast if fast is not None else _read_one_by_one(files, keypoints, where)
 
 
