@@ -266,7 +266,7 @@ def write_npz(path: str | os.PathLike, arrays: dict, compressed: bool = False) -
     return Path(path)
 
 
-def _deflates(a: np.ndarray, sample: int = 1 << 14) -> bool:
+def _deflates(a: np.ndarray, sample: int = 1 << 12) -> bool:
     """Whether deflating ``a`` saves a tenth of its bytes, judged on its first ``sample``
     bytes (coordinates in float64 save a few percent at several ms per MB: they are stored)."""
     head = a.reshape(-1)[: max(sample // max(a.itemsize, 1), 1)].tobytes()
