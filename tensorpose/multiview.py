@@ -465,25 +465,34 @@ def camera_agreement(cameras: Cameras | Recording, tris: list[Triangulation],
         stop = min(start + chunk_frames, cameras.frames)
         points = torch.from_numpy(np.stack([t.points[start:stop] for t in tris], 1))
         valid = torch.from_numpy(np.stack([t.valid[start:stop] for t in tris], 1))
-        packed = pack_keypoints(cameras, frames=cameras.read(start, stop))
-        for c, k in enumerate(packed):  # a handful of cameras, the chunk's frames at once
-            px, conf = k[:, None, :, :, None, :2], k[:, None, :, :, 2]  # (T, 1, P, J, 1, 2)
-            err = reprojection_errors(points[:, :, None], px, cal.K[c : c + 1],
-                                      cal.dist[c : c + 1], cal.R[c : c + 1],
-                                      cal.t[c : c + 1])[..., 0]  # fmt: skip
-            ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
-            per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (T, N, P)
-            # per frame, the detection and person that fit best: a camera that sees only some
-            # of the people (occlusion) still agrees on those it sees
-            per = per.nan_to_num(float("inf")).flatten(1)  # (T, N * P)
-            best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:1], float("inf"))
-            bests[c].append(best[best.isfinite()])
+        k = _pad_cameras(pack_keypoints(cameras, frames=cameras.read(start, stop)))
+        px, conf = k[:, :, None, :, :, :2], k[:, :, None, :, :, 2]  # (C, T, 1, P, J, 2)
+        # every camera at once: its detections (T, 1, P, J) against every person (T, N, 1, J)
+        err = reprojection_errors(points[:, :, None], px.movedim(0, -2), cal.K, cal.dist,
+                                  cal.R, cal.t).movedim(-1, 0)  # (C, T, N, P, J)  # fmt: skip
+        ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
+        per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (C, T, N, P)
+        # per frame, the detection and person that fit best: a camera that sees only some of
+        # the people (occlusion) still agrees on those it sees (empty slots never fit)
+        per = per.nan_to_num(float("inf")).flatten(2)  # (C, T, N * P)
+        best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:2], float("inf"))
+        for c in range(len(cameras.names)):  # a handful of cameras
+            bests[c].append(best[c][best[c].isfinite()])
     out = []
     for c, parts in enumerate(bests):  # per camera
         best = torch.cat(parts)
         out.append({"camera": cameras.names[c], "folder": cameras.folders[c].name,
                     "median_px": float(best.quantile(0.5)) if best.numel() else None,
                     "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
+    return out
+
+
+def _pad_cameras(packed: list[torch.Tensor]) -> torch.Tensor:
+    """Per-camera ``(T, P_c, J, 3)`` as one ``(C, T, P, J, 3)`` (zeros in the empty slots)."""
+    P = max(k.shape[1] for k in packed)
+    out = packed[0].new_zeros(len(packed), packed[0].shape[0], P, *packed[0].shape[2:])
+    for c, k in enumerate(packed):  # a handful of cameras
+        out[c, :, : k.shape[1]] = k
     return out
 
 
