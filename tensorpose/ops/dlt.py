@@ -95,8 +95,8 @@ def _solve(N: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Ten
 
 SOLVE_BLOCK = 16384
 """On CPU, :func:`_solve_upper` takes this many matrices at a time: the eigensolver's hundreds
-of elementwise passes then stay in the cache (27% less time at 110k matrices); every matrix is
-solved on its own, so the values are the same."""
+of elementwise passes then stay in the cache (110k random normal matrices, one thread: 75 ms in
+one batch, 55 ms in blocks); every matrix is solved on its own, so the values are the same."""
 
 
 def _solve_upper(u: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
