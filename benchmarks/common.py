@@ -75,10 +75,8 @@ def device_info(device: torch.device) -> dict:
 
 
 def device_tag(device: torch.device) -> str:
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device).lower()
-        return "cuda_" + "".join(c if c.isalnum() else "_" for c in name).strip("_")
-    return "cpu"
+    """``cpu`` or ``cuda``: the results file's suffix (the JSON names the device itself)."""
+    return device.type
 
 
 def print_table(title: str, rows: list[dict], baseline: str) -> None:

@@ -30,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import base_parser, devices, times, write_json
+from tensorpose.config import load_config
 from tensorpose.data.mocap import LiftingSet, load_bvh_sequences
 from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
 from tensorpose.models.lifter import TemporalLifter
@@ -40,7 +41,7 @@ from tensorpose.ops.poseaug_joints import (
     rotate_joints,
     sample_joint_angles,
 )
-from tensorpose.tasks import LiftingTask
+from tensorpose.tasks.lifting import LiftingTask
 
 
 def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
@@ -72,7 +73,8 @@ def run(device: torch.device, args) -> None:
     lifting = LiftingSet.from_world(seqs, sk, 32).to(device)
     frames = lifting.target_frames[:B]
     model = TemporalLifter(sk, R, 256).to(device).train()
-    task = LiftingTask(model, None)
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs/lift_cmu.yaml", [])
+    task = LiftingTask(model, cfg)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, amsgrad=True)
     state = {"batch": sampler.sample()}
     windows, lengths = sampler.sample_windows()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import statistics
 import sys
 import time
@@ -286,7 +287,7 @@ def main() -> None:
             "sizes": {"cameras": C, "frames": T, "slots": P, "joints": J},
             "drop": args.drop, "rounds": args.rounds, "repeats_per_round": args.repeats,
             "rows": rows, "agreement": checks,
-            "note": "shared 2-core VM under load from other jobs; interleaved rounds, medians",
+            "load_average": os.getloadavg(), "note": "interleaved rounds, medians",
         })  # fmt: skip
 
 

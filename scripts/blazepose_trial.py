@@ -32,19 +32,22 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.common import device_name  # noqa: E402
+
 TRIAL = ROOT.parent / "shared/data/tracks/openpose_body25b"
-OUT = ROOT / "benchmarks/results/blazepose_trial_cpu.json"
+RESULTS = ROOT / "benchmarks/results"
 LIMB_JOINTS = list(range(5, 17))  # COCO-17: shoulders .. ankles
 
 
-def run_predict(videos: Path, out: Path, threads: int) -> dict:
+def run_predict(videos: Path, out: Path, threads: int, device: str) -> dict:
     """``tensorpose predict VIDEOS --model blazepose`` in a process of its own, timed."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "tensorpose.cli", "predict", str(videos), "--model",
-           "blazepose", "--out", str(out), "--quiet", "--device", "cpu"]  # fmt: skip
+           "blazepose", "--out", str(out), "--quiet", "--device", device]  # fmt: skip
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - t0
@@ -115,15 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trial", type=Path, default=TRIAL)
     p.add_argument("--threads", type=int, default=1, help="threads of the predict process")
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the predict process's)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default: benchmarks/results/blazepose_trial_<device>.json",
+    )
     a = p.parse_args(argv)
+    a.out = a.out or RESULTS / f"blazepose_trial_{a.device}.json"
     from tensorpose.io.video import video_info
 
     videos, calib = a.trial / "videos", a.trial / "Calib.qca.txt"
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        pred = run_predict(videos, work / "predict", a.threads)
+        pred = run_predict(videos, work / "predict", a.threads, a.device)
         fps = video_info(sorted(videos.glob("*.mp4"))[0])[1]
         tri_bp = triangulated(work / "predict/openpose", calib, work / "tri_bp", fps)
         tri_op = triangulated(a.trial, calib, work / "tri_op", fps)
@@ -135,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         "what": "bundled balancing trial: predict --model blazepose (video mode, four cameras "
         "in one batch) -> triangulate, next to the bundled OpenPose BODY_25B folders",
         "machine": platform.processor() or platform.machine(),
+        "device": a.device,
+        "device_name": device_name(torch.device(a.device)),
         "threads": a.threads,
         "load_average_start": load0,
         "load_average": os.getloadavg(),

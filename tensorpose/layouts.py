@@ -22,6 +22,8 @@ tells them apart from the geometry of the people in the data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -33,6 +35,7 @@ __all__ = [
     "COCO_LINKS",
     "H36M17_RULES",
     "LAYOUTS",
+    "candidate_layouts",
     "check_layout",
     "detect_layout",
     "join_evidence",
@@ -40,6 +43,7 @@ __all__ = [
     "layout_from_evidence",
     "layouts_with",
     "marker_names",
+    "split_evidence",
     "to_body25",
     "to_coco17",
     "to_coco18",
@@ -242,6 +246,20 @@ def layouts_with(num_keypoints: int) -> list[str]:
     return [name for name, names in LAYOUTS.items() if len(names) == num_keypoints]
 
 
+def candidate_layouts(num_keypoints: int) -> list[str]:
+    """:func:`layouts_with`, at least one.
+
+    Raises:
+        ValueError: no layout has ``num_keypoints`` keypoints (the known counts named).
+    """
+    candidates = layouts_with(num_keypoints)
+    if not candidates:
+        counts = sorted({len(v) for v in LAYOUTS.values()})
+        raise ValueError(f"{num_keypoints} keypoints match no known layout (known counts: "
+                         f"{counts})")  # fmt: skip
+    return candidates
+
+
 def _h36m17_table(layout: str) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[float, ...], ...]]:
     """``(index (17, S), weight (17, S))`` of the sources of each ``h36m17`` joint, padded to
     ``S`` sources by repeating a joint's first source with weight 0 (which changes neither the
@@ -364,25 +382,30 @@ _SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
 }
 
 
-def _signature_residual(kp: torch.Tensor, layout: str) -> torch.Tensor:
-    """``(N,)`` per person: the mean over the layout's signature facts of
+def _signature_residuals(kp: torch.Tensor, layouts: list[str]) -> dict[str, np.ndarray]:
+    """Per layout, ``(N,)`` per person: the mean over the layout's signature facts of
     ``|keypoint - mean(references)| / body size`` (body size: the diagonal of the box around
-    the person's found keypoints); NaN where no fact has all its keypoints found."""
-    names = LAYOUTS[layout]
-    facts = _SIGNATURES[layout]
-    point = torch.tensor([names.index(p) for p, _ in facts])
-    refs = torch.tensor([[names.index(r) for r in (*rs, rs[0])[:2]] for _, rs in facts])
+    the person's found keypoints, measured once for all layouts); NaN where no fact has all
+    its keypoints found."""
     found = (kp[..., 2] > 0) & torch.isfinite(kp[..., :2]).all(-1)  # (N, K)
     xy = kp[..., :2].masked_fill(~found[..., None], float("nan"))
-    lo = torch.where(found[..., None], xy, float("inf")).amin(-2)
-    hi = torch.where(found[..., None], xy, float("-inf")).amax(-2)
+    inf = float("inf")  # xy is NaN exactly where not found (found joints are finite)
+    lo = xy.nan_to_num(nan=inf, posinf=inf, neginf=-inf).amin(-2)
+    hi = xy.nan_to_num(nan=-inf, posinf=inf, neginf=-inf).amax(-2)
     size = torch.linalg.vector_norm(hi - lo, dim=-1)  # (N,); inf/NaN without found points
-    ref = xy[:, refs].mean(-2)  # (N, F, 2)
-    d = torch.linalg.vector_norm(xy[:, point] - ref, dim=-1) / size[:, None]  # (N, F)
-    ok = torch.isfinite(d) & (found.sum(-1, keepdim=True) >= 3)
-    n = ok.sum(-1)
-    r = torch.where(ok, d, 0.0).sum(-1) / n.clamp(min=1)
-    return r.masked_fill(n == 0, float("nan"))
+    enough = found.sum(-1, keepdim=True) >= 3
+    out = {}
+    for layout in layouts:  # two candidates at most
+        names, facts = LAYOUTS[layout], _SIGNATURES[layout]
+        point = torch.tensor([names.index(p) for p, _ in facts])
+        refs = torch.tensor([[names.index(r) for r in (*rs, rs[0])[:2]] for _, rs in facts])
+        ref = xy[:, refs].mean(-2)  # (N, F, 2)
+        d = torch.linalg.vector_norm(xy[:, point] - ref, dim=-1) / size[:, None]  # (N, F)
+        ok = torch.isfinite(d) & enough
+        n = ok.sum(-1)
+        r = d.masked_fill(~ok, 0.0).sum(-1) / n.clamp(min=1)
+        out[layout] = r.masked_fill(n == 0, float("nan")).numpy()
+    return out
 
 
 def detect_layout(keypoints: torch.Tensor | np.ndarray) -> tuple[str, str]:
@@ -419,22 +442,28 @@ def layout_evidence(keypoints: torch.Tensor | np.ndarray) -> tuple[int, dict[str
     Raises:
         ValueError: a shape that is not ``(..., K, 3)``, or a ``K`` that no layout has.
     """
+    return split_evidence(keypoints, None)[0]
+
+
+def split_evidence(
+    keypoints: torch.Tensor | np.ndarray, counts: Sequence[int] | None
+) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """:func:`layout_evidence` of each piece of ``keypoints`` (people ``(..., K, 3)``
+    flattened): the first ``counts[0]`` people, the next ``counts[1]``, ... (``None``: one
+    piece), all measured at once (each person's residual is its own)."""
     kp = torch.as_tensor(keypoints).detach().to("cpu", torch.float64)
     if kp.dim() < 2 or kp.shape[-1] != 3:
         raise ValueError(f"keypoints must have shape (..., K, 3), got {tuple(kp.shape)}")
     K = kp.shape[-2]
-    candidates = layouts_with(K)
-    if not candidates:
-        counts = sorted({len(v) for v in LAYOUTS.values()})
-        raise ValueError(f"{K} keypoints match no known layout (known counts: {counts})")
-    if len(candidates) == 1:
-        return K, {candidates[0]: np.zeros(0)}
+    candidates = candidate_layouts(K)
     flat = kp.reshape(-1, K, 3)
-    residuals = {}
-    for name in candidates:  # two candidates at most
-        r = _signature_residual(flat, name)
-        residuals[name] = r[~torch.isnan(r)].numpy()
-    return K, residuals
+    ends = np.cumsum([len(flat)] if counts is None else counts).tolist()
+    if len(candidates) == 1:
+        return [(K, {candidates[0]: np.zeros(0)}) for _ in ends]
+    every = _signature_residuals(flat, candidates)
+    bounds = zip([0, *ends[:-1]], ends, strict=True)
+    pieces = [{name: r[a:b] for name, r in every.items()} for a, b in bounds]
+    return [(K, {name: r[~np.isnan(r)] for name, r in p.items()}) for p in pieces]
 
 
 def join_evidence(pieces: list[tuple[int, dict[str, np.ndarray]]]) -> tuple[int, dict]:

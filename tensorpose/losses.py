@@ -22,6 +22,7 @@ __all__ = [
     "MaskedMSEFunction",
     "bone_direction_loss",
     "bone_length_loss",
+    "bone_weights",
     "centernet_loss",
     "focal_loss",
     "heatmap_mse",
@@ -209,24 +210,59 @@ def centernet_loss(
     return terms
 
 
-def mpjpe_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean Euclidean joint distance of ``(..., J, 3)`` poses (VideoPose3D's training loss)."""
-    return mpjpe(pred, target, "mean")
+def _weighted_mean(x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``x.mean()``, or ``sum(weights * x) / sum(weights)`` (``weights`` broadcast to ``x``;
+    0 when every weight is 0)."""
+    if weights is None:
+        return x.mean()
+    w = weights.to(x.dtype).expand_as(x)
+    return (w * x).sum() / w.sum().clamp_min(torch.finfo(x.dtype).tiny)
+
+
+def bone_weights(weights: torch.Tensor, skeleton: Skeleton) -> torch.Tensor:
+    """Joint weights ``(..., J)`` -> bone weights ``(..., S)``: the product of each bone's
+    parent's and child's weights (a bone counts only where both its ends count)."""
+    parent = skeleton.tensor("parents", weights.device)
+    child = skeleton.tensor("children", weights.device)
+    return weights.index_select(-1, parent) * weights.index_select(-1, child)
+
+
+def mpjpe_loss(
+    pred: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean Euclidean joint distance of ``(..., J, 3)`` poses (VideoPose3D's training loss);
+    with ``weights (..., J)`` (broadcast; e.g. 0 for joints a take's skeleton does not place
+    like the target's) the weighted mean over all poses and joints."""
+    if weights is None:
+        return mpjpe(pred, target, "mean")
+    return _weighted_mean(torch.linalg.vector_norm(pred - target, dim=-1), weights)
 
 
 def bone_length_loss(
-    lengths: torch.Tensor, target: torch.Tensor, skeleton: Skeleton
+    lengths: torch.Tensor,
+    target: torch.Tensor,
+    skeleton: Skeleton,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean absolute error between predicted bone lengths ``(B, 1, S, 1)`` (one per sequence) and
-    the lengths of ``target (B, T, J, 3)`` (averaged over its frames)."""
+    the lengths of ``target (B, T, J, 3)`` (averaged over its frames); with joint ``weights
+    (B, 1, J)`` the mean weighted by :func:`bone_weights`."""
     true_lengths, _ = decompose(target, skeleton)  # (B, T, S, 1)
-    return (lengths - true_lengths.mean(-3, keepdim=True)).abs().mean()
+    err = (lengths - true_lengths.mean(-3, keepdim=True)).abs()
+    return _weighted_mean(
+        err, None if weights is None else bone_weights(weights, skeleton)[..., None]
+    )
 
 
 def bone_direction_loss(
-    directions: torch.Tensor, target: torch.Tensor, skeleton: Skeleton
+    directions: torch.Tensor,
+    target: torch.Tensor,
+    skeleton: Skeleton,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean Euclidean distance between predicted unit bone directions ``(B, T, S, 3)`` and those
-    of ``target (B, T, J, 3)``."""
+    of ``target (B, T, J, 3)``; with joint ``weights (B, 1, J)`` the mean weighted by
+    :func:`bone_weights`."""
     _, true_dirs = decompose(target, skeleton)
-    return torch.linalg.vector_norm(directions - true_dirs, dim=-1).mean()
+    err = torch.linalg.vector_norm(directions - true_dirs, dim=-1)
+    return _weighted_mean(err, None if weights is None else bone_weights(weights, skeleton))

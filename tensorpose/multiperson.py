@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .io.openpose import _assign
+from .assignment import linear_assignment
 from .layouts import LAYOUTS
 from .multiview import (
     CHUNK_FRAMES,
@@ -86,12 +86,16 @@ class PeopleLinker:
             pred = last[active] + vel[active] * gap[active, None]
             cost = np.linalg.norm(pred[:, None] - pos[None], axis=-1)  # (A, P)
             cost[cost > self.gate_m * np.sqrt(gap[active])[:, None]] = np.inf
-            rows, cols = _assign(cost)
+            rows, cols = linear_assignment(cost)
             k = active[rows]
             vel[k] = 0.5 * vel[k] + 0.5 * (pos[cols] - last[k]) / gap[k, None]
             last[k], seen_at[k] = pos[cols], t
             track[here[cols], i] = k
-            new = np.setdiff1d(np.arange(len(here)), cols)
+            if len(cols) == len(here):  # every person matched: no new track
+                continue
+            unmatched = np.ones(len(here), dtype=bool)
+            unmatched[cols] = False
+            new = np.flatnonzero(unmatched)
             track[here[new], i] = len(last) + np.arange(len(new))
             last = np.concatenate([last, pos[new]])
             vel = np.concatenate([vel, np.zeros((len(new), 3))])

@@ -24,12 +24,12 @@ import torch
 from .io.calibration import Calibration, load_calibration
 from .io.openpose import (
     OpenPoseError,
+    cameras_evidence,
     first_person,
-    frame_files,
-    openpose_evidence,
+    frame_paths,
     read_openpose_files,
 )
-from .layouts import LAYOUTS, join_evidence, layout_evidence, layout_from_evidence
+from .layouts import LAYOUTS, candidate_layouts, join_evidence, layout_from_evidence
 from .ops.association import triangulate_people
 from .ops.dlt import reprojection_errors
 from .ops.triangulate import DROP_RULES
@@ -79,12 +79,21 @@ def _natural(path: Path) -> tuple:
     return tuple(int(s) if s.isdigit() else s.lower() for s in re.split(r"(\d+)", path.name))
 
 
+def _names_json(folder: Path) -> bool:
+    """Whether an entry of ``folder`` is named ``*.json`` (``any(folder.glob("*.json"))``)."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name.endswith(".json") for e in entries)
+    except PermissionError:
+        return False
+
+
 def find_camera_folders(tracks_dir: str | os.PathLike) -> list[Path]:
     """The sub-folders of ``tracks_dir`` holding ``*.json`` files, in natural name order."""
     root = Path(tracks_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"tracks folder not found: {root}")
-    folders = [p for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))]
+    folders = [p for p in root.iterdir() if p.is_dir() and _names_json(p)]
     if not folders:
         raise ValueError(f"{root}: no camera sub-folder with OpenPose .json files")
     return sorted(folders, key=_natural)
@@ -169,15 +178,15 @@ class Recording:
         now); without a given layout, their layout evidence is kept for :attr:`layout`."""
         if self.last[:2] == (start, stop):
             return self.last[2]
-        frames, evidence = [], [stop]
+        frames, recorded = [], []
         for c, files in enumerate(self.files):  # a handful of cameras
-            f, _, _, recorded = read_openpose_files(files[start:stop], self.keypoints,
-                                                    self.sources[c])  # fmt: skip
+            f, _, _, layout = read_openpose_files(files[start:stop], self.keypoints,
+                                                  self.sources[c])  # fmt: skip
             frames.append(f)
-            if self.given is None:
-                evidence.append((openpose_evidence(f, self.keypoints), recorded))
+            recorded.append(layout)
         if self.given is None:
-            self.evidence[start] = evidence
+            measured = cameras_evidence(frames, self.keypoints)
+            self.evidence[start] = [stop, *zip(measured, recorded, strict=True)]
         self.last = (start, stop, frames)
         return frames
 
@@ -230,7 +239,7 @@ def open_recording(
     calib = load_calibration(calib_path)
     cams = match_cameras(folders, calib.names, Path(calib_path))
     calib = calib.select(cams)
-    files = [[str(p) for p in frame_files(f)] for f in folders]  # text: 5x less memory
+    files = [frame_paths(f) for f in folders]  # text: 5x less memory
     counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
     if len(set(counts.values())) != 1:
         raise ValueError(f"the camera folders have different frame counts {counts}; "
@@ -244,7 +253,7 @@ def open_recording(
         if first is None:
             raise OpenPoseError(f"{folder}: no person in any frame; pass --layout to read it")
         try:
-            layout_evidence(np.zeros((0, first[0], 3)))
+            candidate_layouts(first[0])
         except ValueError as e:
             raise OpenPoseError(f"{first[1]}: {e}") from None
         keypoints[folder.name], _ = first
@@ -304,12 +313,13 @@ def pack_keypoints(cameras: Cameras | Recording, device: str | torch.device = "c
         frames = cameras.read(0, cameras.frames)
     K = cameras.keypoints
     keypoints = []
-    for per_frame in frames:  # pack each camera's frames into (T, P_c, K, 3)
-        k = torch.zeros(len(per_frame), max(len(f) for f in per_frame), K, 3,
-                        dtype=torch.float64)  # fmt: skip
-        for t, f in enumerate(per_frame):  # one frame's people at a time (file data)
-            k[t, : len(f)] = torch.from_numpy(f)
-        keypoints.append(k.to(device))
+    for per_frame in frames:  # pack each camera's frames into (T, P_c, K, 3), one scatter
+        counts = np.array([len(f) for f in per_frame])
+        k = np.zeros((len(per_frame), counts.max(), K, 3))
+        flat = np.concatenate([np.zeros((0, K, 3)), *per_frame])
+        t = np.repeat(np.arange(len(counts)), counts)
+        k[t, np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)] = flat
+        keypoints.append(torch.from_numpy(k).to(device))
     return keypoints
 
 
@@ -392,17 +402,30 @@ def _bones(tri: Triangulation) -> dict[str, dict]:
     return bones
 
 
+def _column_medians(x: np.ndarray, keep: np.ndarray) -> list[float | None]:
+    """Per column of ``x (T, J)``, ``np.median`` of its entries where ``keep`` (``None``:
+    none kept): every column sorted at once (the median of the kept entries is their middle
+    order statistic, or the mean of the two middle ones)."""
+    if np.isnan(x[keep]).any():  # np.median would say NaN: column by column, as it does
+        with np.errstate(all="ignore"):
+            return [float(np.median(x[keep[:, j], j])) if keep[:, j].any() else None
+                    for j in range(x.shape[1])]  # fmt: skip
+    s = np.sort(np.where(keep, x, np.inf), axis=0)  # kept entries first, in order
+    n = keep.sum(0)
+    lo, hi = s[np.maximum(n - 1, 0) // 2, np.arange(len(n))], s[n // 2, np.arange(len(n))]
+    mid = np.where(n % 2 == 1, lo, np.mean(np.stack([lo, hi]), axis=0))
+    return [float(m) if k else None for m, k in zip(mid.tolist(), n.tolist(), strict=True)]
+
+
 def summarize(tri: Triangulation) -> dict:
     """The figures of a triangulation: frames, joints, frames with a person, valid fraction,
     median and 90th percentile of the mean reprojection error (px), mean cameras used,
     per-joint valid fraction and median error, bone-length mean and std (m) over frames."""
     valid, mean_error = tri.valid, tri.mean_error
     e = mean_error[valid]
-    with np.errstate(all="ignore"):
-        per_joint = {n: {"valid": float(valid[:, j].mean()),
-                         "median_px": float(np.median(mean_error[valid[:, j], j]))
-                         if valid[:, j].any() else None}
-                     for j, n in enumerate(tri.names)}  # fmt: skip
+    medians = _column_medians(mean_error, valid)
+    per_joint = {n: {"valid": float(v), "median_px": m}
+                 for n, v, m in zip(tri.names, valid.mean(0), medians, strict=True)}  # fmt: skip
     return {
         "frames": valid.shape[0],
         "joints": valid.shape[1],
@@ -442,25 +465,34 @@ def camera_agreement(cameras: Cameras | Recording, tris: list[Triangulation],
         stop = min(start + chunk_frames, cameras.frames)
         points = torch.from_numpy(np.stack([t.points[start:stop] for t in tris], 1))
         valid = torch.from_numpy(np.stack([t.valid[start:stop] for t in tris], 1))
-        packed = pack_keypoints(cameras, frames=cameras.read(start, stop))
-        for c, k in enumerate(packed):  # a handful of cameras, the chunk's frames at once
-            px, conf = k[:, None, :, :, None, :2], k[:, None, :, :, 2]  # (T, 1, P, J, 1, 2)
-            err = reprojection_errors(points[:, :, None], px, cal.K[c : c + 1],
-                                      cal.dist[c : c + 1], cal.R[c : c + 1],
-                                      cal.t[c : c + 1])[..., 0]  # fmt: skip
-            ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
-            per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (T, N, P)
-            # per frame, the detection and person that fit best: a camera that sees only some
-            # of the people (occlusion) still agrees on those it sees
-            per = per.nan_to_num(float("inf")).flatten(1)  # (T, N * P)
-            best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:1], float("inf"))
-            bests[c].append(best[best.isfinite()])
+        k = _pad_cameras(pack_keypoints(cameras, frames=cameras.read(start, stop)))
+        px, conf = k[:, :, None, :, :, :2], k[:, :, None, :, :, 2]  # (C, T, 1, P, J, 2)
+        # every camera at once: its detections (T, 1, P, J) against every person (T, N, 1, J)
+        err = reprojection_errors(points[:, :, None], px.movedim(0, -2), cal.K, cal.dist,
+                                  cal.R, cal.t).movedim(-1, 0)  # (C, T, N, P, J)  # fmt: skip
+        ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
+        per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (C, T, N, P)
+        # per frame, the detection and person that fit best: a camera that sees only some of
+        # the people (occlusion) still agrees on those it sees (empty slots never fit)
+        per = per.nan_to_num(float("inf")).flatten(2)  # (C, T, N * P)
+        best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:2], float("inf"))
+        for c in range(len(cameras.names)):  # a handful of cameras
+            bests[c].append(best[c][best[c].isfinite()])
     out = []
     for c, parts in enumerate(bests):  # per camera
         best = torch.cat(parts)
         out.append({"camera": cameras.names[c], "folder": cameras.folders[c].name,
                     "median_px": float(best.quantile(0.5)) if best.numel() else None,
                     "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
+    return out
+
+
+def _pad_cameras(packed: list[torch.Tensor]) -> torch.Tensor:
+    """Per-camera ``(T, P_c, J, 3)`` as one ``(C, T, P, J, 3)`` (zeros in the empty slots)."""
+    P = max(k.shape[1] for k in packed)
+    out = packed[0].new_zeros(len(packed), packed[0].shape[0], P, *packed[0].shape[2:])
+    for c, k in enumerate(packed):  # a handful of cameras
+        out[c, :, : k.shape[1]] = k
     return out
 
 

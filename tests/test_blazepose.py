@@ -81,18 +81,20 @@ def test_tracker_follows_and_batches_streams(bp, frames):
     assert tr.redetect.all()
 
 
-def test_image_mode_equals_mediapipe_on_bundled_pictures(bp):
+def test_image_mode_equals_mediapipe_on_bundled_pictures(bp, device):
     """image_people on three bundled pictures against mediapipe==0.10.14's own
     ``mp.solutions.pose`` (static_image_mode=True) on the same pixels, recorded by
     ``python scripts/compare_mediapipe.py --fixture``: the same people, the landmarks a median of
     a hundredth of a pixel apart (the networks' float rounding), the same visibilities. One
     landmark per person may be further: a landmark whose heatmap window sits on a cell edge
     or whose peak is near the 0.5 refinement threshold jumps with float rounding (MediaPipe's
-    own output does too when one pixel in ten thousand changes by one grey level)."""
+    own output does too when one pixel in ten thousand changes by one grey level). The same on
+    CUDA."""
+    bp = bp if device.type == "cpu" else BlazePose.load(device)
     ref = np.load(Path(__file__).parent / "data/blazepose_mediapipe_images.npz")
     frames = [read_image(Path(IMAGES[0]).parent / n) for n in ref["names"]]
-    images, sizes = pad_frames(frames, torch.device("cpu"))
-    people = image_people(bp, images, sizes, max_people=1)
+    images, sizes = pad_frames(frames, device)
+    people = [{k: v.cpu() for k, v in p.items()} for p in image_people(bp, images, sizes, 1)]
     assert sum(len(p["scores"]) for p in people) >= 2
     for i, p in enumerate(people):
         kp, want = p["keypoints"].numpy(), ref[f"keypoints_{i}"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import runpy
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -125,7 +127,7 @@ def test_lift_wild_recipe_loads():
     assert differ == ["joint_scale", "pitch_deg", "roll_deg"]
 
 
-def test_kinematic_task_trains_one_step_and_evaluates(tmp_path):
+def test_kinematic_task_trains_one_step_and_evaluates(tmp_path, monkeypatch):
     over = [*TINY, *COMMON, "data.augment=kinematic", "data.normalization=intrinsics",
             "data.steps_per_epoch=2", "data.synth.pitch_deg=45", "data.train=[131_03]",
             "data.val=[131_01]"]  # fmt: skip
@@ -138,6 +140,17 @@ def test_kinematic_task_trains_one_step_and_evaluates(tmp_path):
     assert extra["mean_pose"].shape == (17, 3)
     m = task.evaluate(task.eval_data(torch.device("cpu")))
     assert np.isfinite(m["p_mpjpe_mm"]) and m["frames"] > 0
+    # shipped with another default evaluation set: the same weights, data.val replaced
+    out = tmp_path / "shipped.pt"
+    argv = ["ship_checkpoint.py", str(tmp_path / "run" / "checkpoint.pt"), str(out), "--val",
+            "131_03", "131_02"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(ROOT / "scripts" / "ship_checkpoint.py"), run_name="__main__")
+    _, shipped, cfg3, _ = load_model(out, "cpu")
+    _, trained, _, _ = load_model(tmp_path / "run" / "checkpoint.pt", "cpu")
+    assert cfg3.data.val == ["131_03", "131_02"] and cfg2.data.val == ["131_01"]
+    for k, v in trained.state_dict().items():
+        assert torch.equal(v, shipped.state_dict()[k])
 
 
 def test_kinematic_batches_pass_through_prepare():
@@ -165,6 +178,9 @@ def test_bundled_wild_lifter_loads():
     _, model, cfg, extra = load_model(path, "cpu")
     assert cfg.task == "lift" and cfg.data.normalization == "intrinsics"
     assert cfg.data.augment == "kinematic" and not model.training
+    # the documented recipe (configs/lift_wild_mocap.yaml), scored by default on a bundled take
+    assert cfg.data.proportions == "walking" and cfg.data.proportions_height == "kind"
+    assert cfg.data.val == ["131_03"] and len(cfg.data.ignore_joints) == 2
     assert extra["mean_pose"].shape == (17, 3)
     payload = torch.load(path, map_location="cpu", weights_only=True)
     assert not {"optimizer", "scheduler", "rng", "history"} & set(payload)

@@ -125,3 +125,59 @@ def test_reg_l1_and_centernet_loss_run():
             )
         ),
     )
+
+
+def _naive_weighted_lifting_losses(pred, target, lengths, dirs, w, sk):
+    """The three lifting loss terms with joint weights, one sample / joint / bone at a time."""
+    B, T, J, _ = pred.shape
+    num = {"mpjpe": 0.0, "bone": 0.0, "dir": 0.0}
+    den = dict.fromkeys(num, 0.0)
+    for b in range(B):
+        for t in range(T):
+            for j in range(J):
+                num["mpjpe"] += float(w[b, 0, j] * (pred[b, t, j] - target[b, t, j]).norm())
+                den["mpjpe"] += float(w[b, 0, j])
+        for s, (p, c) in enumerate(sk.bones):
+            wb = float(w[b, 0, p] * w[b, 0, c])
+            true = [(target[b, t, c] - target[b, t, p]) for t in range(T)]
+            mean_len = sum(float(v.norm()) for v in true) / T
+            num["bone"] += wb * abs(float(lengths[b, 0, s, 0]) - mean_len)
+            den["bone"] += wb
+            for t in range(T):
+                num["dir"] += wb * float((dirs[b, t, s] - true[t] / true[t].norm()).norm())
+                den["dir"] += wb
+    return {k: num[k] / den[k] for k in num}
+
+
+def test_joint_weighted_lifting_losses_equal_a_naive_loop():
+    from tensorpose.losses import bone_direction_loss, bone_length_loss, mpjpe_loss
+    from tensorpose.skeleton import get_skeleton
+
+    sk = get_skeleton("h36m17")
+    g = torch.Generator().manual_seed(0)
+    B, T, J, S = 3, 2, 17, 16
+    pred = torch.randn(B, T, J, 3, generator=g, dtype=torch.float64)
+    target = torch.randn(B, T, J, 3, generator=g, dtype=torch.float64)
+    lengths = torch.rand(B, 1, S, 1, generator=g, dtype=torch.float64)
+    dirs = torch.nn.functional.normalize(
+        torch.randn(B, T, S, 3, generator=g, dtype=torch.float64), dim=-1
+    )
+    w = (torch.rand(B, 1, J, generator=g) > 0.3).double()
+    w[0, 0, 8] = 0.0  # a thorax ignored: its four bones too
+    want = _naive_weighted_lifting_losses(pred, target, lengths, dirs, w, sk)
+    assert float(mpjpe_loss(pred, target, w)) == pytest.approx(want["mpjpe"], rel=1e-10)
+    assert float(bone_length_loss(lengths, target, sk, w)) == pytest.approx(want["bone"], rel=1e-10)
+    assert float(bone_direction_loss(dirs, target, sk, w)) == pytest.approx(want["dir"], rel=1e-10)
+    ones = torch.ones(B, 1, J, dtype=torch.float64)  # all weights 1: the unweighted means
+    assert float(mpjpe_loss(pred, target, ones)) == pytest.approx(float(mpjpe_loss(pred, target)))
+    assert float(bone_length_loss(lengths, target, sk, ones)) == pytest.approx(
+        float(bone_length_loss(lengths, target, sk))
+    )
+    assert float(bone_direction_loss(dirs, target, sk, ones)) == pytest.approx(
+        float(bone_direction_loss(dirs, target, sk))
+    )
+    # ignored joints get no gradient from the MPJPE, the others do
+    p = pred.clone().requires_grad_(True)
+    mpjpe_loss(p, target, w).backward()
+    moved = p.grad.abs().sum(-1).amax(1) > 0  # (B, J)
+    assert torch.equal(moved, w[:, 0] > 0)

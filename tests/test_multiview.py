@@ -136,3 +136,19 @@ def test_camera_key_and_matching(tmp_path):
     assert match_cameras(folders, ["c_1", "c_2", "c_3"], CALIB) == ["c_2", "c_1"]
     with pytest.raises(ValueError, match="matches several cameras"):
         match_cameras(folders, ["c_1", "c01", "c_2"], CALIB)
+
+
+def test_column_medians_equal_np_median_per_joint():
+    from tensorpose.multiview import _column_medians
+
+    rng = np.random.default_rng(5)
+    for T in (1, 2, 7, 40):  # odd and even counts of kept rows
+        x = np.round(rng.gamma(2.0, 3.0, (T, 6)), 2)  # rounded: ties
+        keep = rng.random((T, 6)) < 0.6
+        keep[:, 0], keep[:, 1] = False, True  # a column with none kept, one with all
+        got = _column_medians(x, keep)
+        want = [float(np.median(x[keep[:, j], j])) if keep[:, j].any() else None
+                for j in range(6)]  # fmt: skip
+        assert got == want  # bit for bit (floats compare exactly)
+        x[0, 1] = np.nan  # a NaN kept: NaN, as np.median says
+        assert np.isnan(_column_medians(x, keep)[1])

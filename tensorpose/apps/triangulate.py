@@ -75,6 +75,8 @@ def _fps(tracks_dir: Path, fps: float | None) -> tuple[float, str]:
     """``fps``, else what the input says (:func:`tensorpose.motion3d.find_fps`), else the
     bundled trial's 60 for the bundled folders; and where it came from."""
     folders = find_camera_folders(tracks_dir)
+    if fps is not None:  # given: nothing else is looked at
+        return find_fps(tracks_dir, folders, fps, None)
     bundled = [p.resolve() for p in bundled_tracks()]
     is_bundled = [f.resolve() for f in folders] == bundled
     return find_fps(tracks_dir, folders, fps, BUNDLED_FPS if is_bundled else None)

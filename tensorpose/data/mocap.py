@@ -60,12 +60,14 @@ ASSET_MOCAP = Path(__file__).resolve().parent.parent / "assets" / "mocap"
 @dataclass
 class MocapSequence:
     """World-coordinate motion: ``positions (T, J, 3)`` metres, Y up, at ``fps``; ``kind``:
-    its motion kind (:func:`tensorpose.data.takes.kind_of`)."""
+    its motion kind (:func:`tensorpose.data.takes.kind_of`); ``take``: the entry it was read
+    from as the recipe lists it (a bundled stem, or the path a pattern expanded to)."""
 
     name: str
     positions: torch.Tensor
     fps: float
     kind: str = "other"
+    take: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def load_bvh_sequences(
         pos, _, sk = read_take(path, fps, mapping, units, frame_rates, character, take.path)
         if skeleton is not None and sk != skeleton:
             raise ValueError(f"{path}: maps to skeleton {sk.name!r}, not {skeleton.name!r}")
-        seqs.append(MocapSequence(_seq_name(path), pos.float(), fps, take.kind))
+        seqs.append(MocapSequence(_seq_name(path), pos.float(), fps, take.kind, take.path))
         skeleton = sk
     if skeleton is None:
         if held_out:

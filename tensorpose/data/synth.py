@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..ops.kinematics import bone_lengths
+from ..ops.kinematics import bone_lengths as _bone_lengths
 from ..ops.poseaug_bones import (
     H36M17_BONE_GROUPS,
     bone_scales,
@@ -210,6 +210,7 @@ class KinematicAugmenter:
         windows: torch.Tensor,
         generator: torch.Generator,
         lengths: torch.Tensor | None = None,
+        weights: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """Augment world windows into a batch.
 
@@ -218,12 +219,16 @@ class KinematicAugmenter:
             generator: the only source of randomness.
             lengths: ``(B, 1, S)`` bone lengths to give each window (e.g. the sequence's
                 mean); ``None`` takes the centre frame's.
+            weights: ``(B, 1, J)`` loss weights of the target joints (e.g. 0 where a take's
+                skeleton does not place a joint like the others), mirrored with the pose and
+                returned as ``weight``; ``None``: no ``weight`` entry.
 
         Returns:
             ``keypoints (B, R, J, 2)``, ``target (B, 1, J, 3)``, ``mask (B, R, J)``, the
             cameras' ``K (B, 3, 3)`` and ``size (B, 2)`` (width, height), and ``root (B, 3)``
             the centre frame's root in camera coordinates (before a mirror: ``target`` and
-            ``keypoints`` of mirrored windows are mirrored about the camera's x = 0).
+            ``keypoints`` of mirrored windows are mirrored about the camera's x = 0); with
+            ``weights``, ``weight (B, 1, J)``.
         """
         cfg, sk = self.config, self.skeleton
         if windows.dim() != 4 or windows.shape[2:] != (sk.num_joints, 3):
@@ -232,7 +237,8 @@ class KinematicAugmenter:
             )
         B, R, J, _ = windows.shape
         dev = windows.device
-        if dev != generator.device:
+        gen = generator.device  # a CUDA generator made with device="cuda" has no index
+        if dev.type != gen.type or (gen.index is not None and dev.index != gen.index):
             raise ValueError(f"windows are on {dev} but the generator is on {generator.device}")
         root = sk.root
         noise_scale, height_path = self._device_tables(dev)
@@ -248,10 +254,14 @@ class KinematicAugmenter:
             kp = torch.where(m, kp.index_select(2, fi) * kp.new_tensor([-1.0, 1.0]), kp)
             tf = target.index_select(2, fi) * target.new_tensor([-1.0, 1.0, 1.0])
             target = torch.where(m, tf, target)
+            if weights is not None:
+                weights = torch.where(m[..., 0], weights.index_select(2, fi), weights)
         kp, mask = drop_joints(kp, generator, cfg.drop_prob, cfg.drop_window_prob, cfg.fill)
-        root_cam = xc[:, :, root]
-        return {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
-                "root": root_cam}  # fmt: skip
+        out = {"keypoints": kp, "target": target, "mask": mask, "K": K, "size": size,
+               "root": xc[:, :, root]}  # fmt: skip
+        if weights is not None:
+            out["weight"] = weights
+        return out
 
     def _pose(
         self, windows: torch.Tensor, generator: torch.Generator, lengths: torch.Tensor | None
@@ -265,7 +275,7 @@ class KinematicAugmenter:
         c, root = R // 2, sk.root
         centre = windows[:, c : c + 1]  # (B, 1, J, 3)
         if lengths is None:
-            lengths = bone_lengths(centre, sk)  # (B, 1, S)
+            lengths = _bone_lengths(centre, sk)  # (B, 1, S)
         lengths = lengths * bone_scales(
             sample_bone_scales(
                 (B, 1), generator, cfg.bone_scale, cfg.bone_group_scale, self.groups, dt
@@ -390,6 +400,12 @@ class SyntheticLiftingBatches:
         weights: each sequence's share of the window centres (e.g. equal per motion kind:
             :func:`tensorpose.tasks.lifting.kind_weights`), uniform over its frames; ``None``:
             uniform over all frames.
+        joint_weights: ``(N, J)`` loss weights of each sequence's joints (0: a joint its
+            skeleton does not place like the others'), given to its windows as ``weight (B,
+            1, J)``; ``None``: no ``weight``.
+        bone_lengths: ``(N, S)`` the bone lengths each sequence's windows get (e.g.
+            :func:`~tensorpose.ops.poseaug_bones.retarget_lengths`); ``None``: each
+            sequence's mean over its frames.
 
     Each batch: ``keypoints (B, R, J, 2)``, ``target (B, 1, J, 3)``, ``mask (B, R, J)`` (and
     the cameras' ``K``, ``size``), see :class:`KinematicAugmenter`. Windows are centred on
@@ -417,6 +433,8 @@ class SyntheticLiftingBatches:
         steps: int = 100,
         augmenter: KinematicAugmenter | None = None,
         weights: Sequence[float] | None = None,
+        joint_weights: torch.Tensor | None = None,
+        bone_lengths: torch.Tensor | None = None,
     ) -> None:
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
@@ -452,8 +470,19 @@ class SyntheticLiftingBatches:
             if w.shape != (len(seqs),) or not bool((w >= 0).all()) or not bool(w.sum() > 0):
                 raise ValueError(f"weights must be {len(seqs)} values >= 0 with a positive sum")
             self.frame_weights = (w / lens).repeat_interleave(lens).float()  # (N,)
+        n, S = len(seqs), len(skeleton.bones)
+        for name, t, shape in (("joint_weights", joint_weights, (n, J)),
+                               ("bone_lengths", bone_lengths, (n, S))):  # fmt: skip
+            if t is not None and (not isinstance(t, torch.Tensor) or t.shape != shape):
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{name} must have shape {shape}, got {got}")
+        self.joint_weights = None
+        if joint_weights is not None:
+            self.joint_weights = joint_weights.to(dev, torch.float32)
         # Each sequence keeps its own (mean) bone lengths: constant over time.
-        self.bone_lengths = torch.stack([bone_lengths(s, skeleton).mean(0) for s in seqs])
+        if bone_lengths is None:
+            bone_lengths = torch.stack([_bone_lengths(s, skeleton).mean(0) for s in seqs])
+        self.bone_lengths = bone_lengths.to(dev, torch.float32)
 
     def __len__(self) -> int:
         return self.steps
@@ -467,13 +496,19 @@ class SyntheticLiftingBatches:
 
     def sample(self, batch_size: int | None = None) -> dict[str, torch.Tensor]:
         """One batch of ``batch_size`` (default: the constructor's) windows."""
-        windows, lengths = self.sample_windows(batch_size)
-        return self.augmenter(windows, self.generator, lengths)
+        windows, seq = self._windows(batch_size)
+        weights = None if self.joint_weights is None else self.joint_weights[seq][:, None]
+        return self.augmenter(windows, self.generator, self.bone_lengths[seq][:, None], weights)
 
     def sample_windows(self, batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """World windows before augmentation: ``(B, R, J, 3)`` and their sequences' mean bone
+        """World windows before augmentation: ``(B, R, J, 3)`` and their sequences' bone
         lengths ``(B, 1, S)``. Centre frames uniform over all frames; positions
         ``centre + speed * offset + jitter`` clamped to the sequence, linearly interpolated."""
+        windows, seq = self._windows(batch_size)
+        return windows, self.bone_lengths[seq][:, None]
+
+    def _windows(self, batch_size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """World windows ``(B, R, J, 3)`` and the index ``(B,)`` of each one's sequence."""
         B = batch_size or self.batch_size
         g, cfg, R = self.generator, self.config, self.receptive_field
         dev = g.device
@@ -496,5 +531,4 @@ class SyntheticLiftingBatches:
         i1 = start[:, None] + torch.minimum(lo.long() + 1, (length - 1)[:, None])
         x0 = self.frames.index_select(0, i0.reshape(-1)).reshape(B, R, -1, 3)
         x1 = self.frames.index_select(0, i1.reshape(-1)).reshape(B, R, -1, 3)
-        windows = x0 + w * (x1 - x0)
-        return windows, self.bone_lengths[seq][:, None]
+        return x0 + w * (x1 - x0), seq

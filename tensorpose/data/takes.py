@@ -14,6 +14,9 @@ bundled stem, or the path a pattern expanded to); the first match wins:
 - frame rates (``data.frame_rates``, written ``"glob=fps"``): ``"*/salsa/*=60"`` -> the
   file's true frame rate where its header is wrong (the CMU salsa BVH headers say 120 fps,
   the takes are 60 fps).
+- ignored joints (``data.ignore_joints``, written ``"glob=joint joint ..."``):
+  ``"*/cmu_deepmimic/*=neck head"`` -> joints whose 3D the training loss ignores for the
+  file (its skeleton does not place them like the others').
 
 Every take is resampled to the recipe's ``fps`` on its own time axis (frame ``i`` at ``i /
 true_fps``, DeepMimic frames at their summed durations), by linear interpolation between the
@@ -34,6 +37,7 @@ import torch
 __all__ = [
     "Take",
     "expand_entries",
+    "joint_weights",
     "kind_of",
     "parse_rules",
     "read_take",
@@ -91,6 +95,29 @@ def true_fps(path: str, frame_rates: Sequence[str], header_fps: float) -> float:
     if not 0 < fps <= 10_000:
         raise ValueError(f"data.frame_rates: frame rate must be in (0, 10000], got {fps}")
     return fps
+
+
+def joint_weights(takes: Sequence[str], rules: Sequence[str], names: Sequence[str]) -> torch.Tensor:
+    """``(N, J)`` loss weights of the joints ``names`` of each take: 0 for the joints the
+    first ``data.ignore_joints`` rule matching the take names (``"glob=joint joint ..."``),
+    1 elsewhere.
+
+    Raises:
+        ValueError: a malformed rule or an unknown joint name (``data.ignore_joints``).
+    """
+    parsed = parse_rules(rules, "data.ignore_joints", "glob=joint joint ...")
+    index = {n: i for i, n in enumerate(names)}
+    for _, joints in parsed:  # a handful of rules
+        unknown = [j for j in joints.split() if j not in index]
+        if unknown:
+            raise ValueError(f"data.ignore_joints: unknown joints {unknown}; the skeleton's: "
+                             f"{' '.join(names)}")  # fmt: skip
+    w = torch.ones(len(takes), len(names))
+    for i, take in enumerate(takes):  # a loop over the takes
+        joints = _match(take, parsed)
+        if joints:
+            w[i, [index[j] for j in joints.split()]] = 0.0
+    return w
 
 
 def expand_entries(entries: Sequence[str | Path], kinds: Sequence[str] = ()) -> list[Take]:

@@ -38,6 +38,7 @@ there) in ``Calibration.__post_init__``, so no ``Calibration`` holds nonsense.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -167,19 +168,23 @@ class Calibration:
         if missing:
             raise KeyError(f"cameras {missing} not in calibration {self.names}")
         idx = torch.tensor([self.names.index(n) for n in names], dtype=torch.long)
-        return replace(
-            self,
-            names=list(names),
-            K=self.K[idx],
-            dist=self.dist[idx],
-            R=self.R[idx],
-            t=self.t[idx],
-            size=self.size[idx],
-        )
+        picked = {k: getattr(self, k)[idx] for k in ("K", "dist", "R", "t", "size")}
+        if not names or len(set(names)) != len(names):  # refused by the checks
+            return replace(self, names=list(names), **picked)
+        # Cameras of a checked calibration: each passes the checks as before, and no two of
+        # them are duplicates, so the copy is not checked again.
+        out = copy.copy(self)
+        out.names = list(names)
+        for k, v in picked.items():  # the five tensors
+            setattr(out, k, v)
+        return out
 
     def to(self, *args, **kwargs) -> Calibration:
-        """A copy with every tensor moved/cast by ``Tensor.to(*args, **kwargs)``."""
+        """A copy with every tensor moved/cast by ``Tensor.to(*args, **kwargs)`` (``self``
+        when that changes none of them)."""
         conv = {k: getattr(self, k).to(*args, **kwargs) for k in ("K", "dist", "R", "t", "size")}
+        if all(v is getattr(self, k) for k, v in conv.items()):
+            return self
         return replace(self, **conv)
 
 

@@ -21,6 +21,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,10 @@ __all__ = ["TRC", "TRCError", "read_trc", "write_csv", "write_npz", "write_trc"]
 
 _KEYS = ["DataRate", "CameraRate", "NumFrames", "NumMarkers", "Units", "OrigDataRate",
          "OrigDataStartFrame", "OrigNumFrames"]  # fmt: skip
+
+
+ROWS_PER_BLOCK = 1000
+"""Frames formatted and written at a time."""
 
 
 class TRCError(ValueError):
@@ -61,10 +68,6 @@ def _points(points, names: Sequence[str]) -> np.ndarray:
 def _check_fps(fps: float) -> None:
     if not (isinstance(fps, int | float) and math.isfinite(fps) and fps > 0):
         raise ValueError(f"fps must be a positive number, got {fps!r}")
-
-
-def _fmt(v: float, decimals: int) -> str:
-    return "" if math.isnan(v) else f"{v:.{decimals}f}"
 
 
 def write_trc(
@@ -109,20 +112,33 @@ def write_trc(
         "\t\t" + "\t".join(f"X{i}\tY{i}\tZ{i}" for i in range(1, J + 1)),
         "",
     ]
-    rows = (
-        "\t".join([str(t + 1), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in xyz])
-        for t, xyz in enumerate(pts.reshape(T, J * 3))
-    )  # one text row per frame, written as it is made (an hour of frames is 100s of MB)
-    _write_lines(path, lines, rows)
+    # one text row per frame, written as they are made (an hour of frames is 100s of MB)
+    _write_lines(path, lines, _rows(pts, fps, decimals, "\t", 1))
     return path
 
 
+def _rows(pts: np.ndarray, fps: float, decimals: int, sep: str, first: int):
+    """Text rows ``frame, time, x1, y1, z1, ...`` of ``pts (T, J, 3)`` (frames numbered from
+    ``first``; NaN as an empty field), a block of frames at a time: one ``%`` format per row."""
+    T, width = pts.shape[0], pts.shape[1] * 3
+    fmt = sep.join(["%d"] + [f"%.{decimals}f"] * (1 + width))
+    for start in range(0, T, ROWS_PER_BLOCK):  # a block of frames at a time
+        block = pts[start : start + ROWS_PER_BLOCK]
+        block = block.reshape(len(block), width).tolist()
+        yield "\n".join(
+            (fmt % (t + first, t / fps, *xyz)).replace("nan", "")  # "%f" never writes "nan"
+            for t, xyz in enumerate(block, start)  # otherwise: NaN fields become empty
+        )  # fmt: skip
+
+
 def _write_lines(path: Path, head: list[str], rows) -> None:
-    """``head`` then ``rows``, each line ending in a newline, streamed to ``path``."""
+    """``head`` then the blocks of ``rows``, each line ending in a newline, streamed to
+    ``path``."""
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in head))
-        for row in rows:  # one line per frame
-            f.write(row + "\n")
+        for block in rows:  # a block of frames at a time
+            if block:
+                f.write(block + "\n")
 
 
 def write_csv(
@@ -140,13 +156,8 @@ def write_csv(
     if not re.fullmatch(r"[A-Za-z]+", units):
         raise ValueError(f"units must be a word such as 'm' or 'mm', got {units!r}")
     path = Path(path)
-    T, J, _ = pts.shape
     header = ["frame", "time_s"] + [f"{n}_{a}_{units}" for n in names for a in "xyz"]
-    rows = (
-        ",".join([str(t), f"{t / fps:.{decimals}f}"] + [_fmt(v, decimals) for v in xyz])
-        for t, xyz in enumerate(pts.reshape(T, J * 3))
-    )  # one text row per frame, written as it is made
-    _write_lines(path, [",".join(header)], rows)
+    _write_lines(path, [",".join(header)], _rows(pts, fps, decimals, ",", 0))
     return path
 
 
@@ -230,7 +241,8 @@ def read_trc(path: str | os.PathLike) -> TRC:
 
 
 def write_npz(path: str | os.PathLike, arrays: dict, compressed: bool = False) -> Path:
-    """Write ``arrays`` (name -> array-like) to an ``.npz`` (``compressed``: deflated).
+    """Write ``arrays`` (name -> array-like) to an ``.npz`` (what ``np.savez`` writes; with
+    ``compressed``, each array deflated where that pays: :func:`_deflates`).
 
     Raises:
         ValueError: an object array (it would need pickle to read back).
@@ -239,5 +251,23 @@ def write_npz(path: str | os.PathLike, arrays: dict, compressed: bool = False) -
     bad = [k for k, v in plain.items() if v.dtype == object]
     if bad:
         raise ValueError(f"npz arrays must be plain numbers or strings, {bad} are objects")
-    (np.savez_compressed if compressed else np.savez)(path, **plain)
+    if not compressed:
+        np.savez(path, **plain)
+        return Path(path)
+    when = time.localtime(time.time())[:6]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for key, a in plain.items():  # a handful of arrays
+            entry = f"{key}.npy"
+            if not _deflates(a):
+                entry = zipfile.ZipInfo(entry, when)
+                entry.compress_type = zipfile.ZIP_STORED
+            with zf.open(entry, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, a, allow_pickle=False)
     return Path(path)
+
+
+def _deflates(a: np.ndarray, sample: int = 1 << 12) -> bool:
+    """Whether deflating ``a`` saves a tenth of its bytes, judged on its first ``sample``
+    bytes (coordinates in float64 save a few percent at several ms per MB: they are stored)."""
+    head = a.reshape(-1)[: max(sample // max(a.itemsize, 1), 1)].tobytes()
+    return len(zlib.compress(head, 1)) < 0.9 * len(head)

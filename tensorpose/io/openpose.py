@@ -27,9 +27,7 @@ not regular files (e.g. a subfolder named ``x.json``) are skipped.
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -37,8 +35,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_evidence, layout_from_evidence
-from .files import _size, read_bytes
+from ..assignment import linear_assignment
+from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_from_evidence, split_evidence
+from .files import _size, list_files, read_bytes, read_regular
 
 __all__ = [
     "COCO17_INDEX",
@@ -51,9 +50,11 @@ __all__ = [
     "LinkedTracks",
     "OpenPoseError",
     "bundled_tracks",
+    "cameras_evidence",
     "first_person",
     "found",
     "frame_files",
+    "frame_paths",
     "identified_tracks",
     "link_detections",
     "link_tracks",
@@ -97,15 +98,15 @@ def bundled_tracks() -> list[Path]:
     return sorted(p for p in root.glob("cam*_json") if p.is_dir())
 
 
-def _frame_key(path: Path) -> tuple:
-    """Natural sort: numbers in the name compare as numbers (``f9`` before ``f10``)."""
-    return tuple(int(s) if s.isdigit() else s for s in re.split(r"(\d+)", path.name))
+def frame_paths(folder: str | os.PathLike) -> list[str]:
+    """:func:`frame_files` as text, from one listing of the folder (:func:`list_files`)."""
+    return list_files(folder, ".json")
 
 
 def frame_files(folder: str | os.PathLike) -> list[Path]:
     """The regular ``*.json`` files of ``folder`` in natural name order (= time order);
     subfolders and other non-files with such names are skipped."""
-    return sorted((p for p in Path(folder).glob("*.json") if p.is_file()), key=_frame_key)
+    return [Path(p) for p in frame_paths(folder)]
 
 
 def openpose_folders(path: str | os.PathLike) -> list[Path]:
@@ -174,10 +175,9 @@ class Frame(NamedTuple):
     fps: float | None = None
 
 
-def _person_id(person: dict) -> int:
+def _identity(pid: object) -> int:
     """A person's ``person_id`` (a list of one integer >= 0, as tensorpose writes it); -1 for
     anything else (OpenPose writes ``[-1]``: people are not identified)."""
-    pid = person.get("person_id")
     if isinstance(pid, list) and len(pid) == 1:
         pid = pid[0]
     ok = isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < 2**31
@@ -202,7 +202,7 @@ def _parse_frame(path: str | Path) -> Frame:
         arr = _person(path, i, kp)
         if arr is not None:
             people.append(arr)
-            ids.append(_person_id(person))
+            ids.append(_identity(person.get("person_id")))
     layout = data.get("keypoint_layout")
     fps = data.get("fps")
     fps = float(fps) if type(fps) in _NUMBERS and 0.1 <= fps <= 10_000 else None
@@ -267,10 +267,17 @@ def read_openpose_files(
     """
     from tqdm import tqdm
 
-    frames, ids, layouts, ignored, K = [], [], set(), 0, keypoints
+    bar = files if progress is None else tqdm(files, desc=progress, unit="file", leave=False)
+    fast = _read_whole(bar, keypoints)
+    return fast if fast is not None else _read_one_by_one(files, keypoints, where)
+
+
+def _read_one_by_one(files: Sequence[str | Path], K: int, where: str) -> FrameFiles:
+    """:func:`read_openpose_files`, each file parsed and checked on its own: the first file
+    that is wrong is named (the reference :func:`_read_whole` must equal)."""
+    frames, ids, layouts, ignored = [], [], set(), 0
     identified = True
-    for path in tqdm(files, desc=progress, unit="file", disable=progress is None,
-                     leave=False):  # fmt: skip  # one parse per file
+    for path in files:  # one parse per file
         frame = _parse_frame(path)
         for p in frame.people:
             if p.shape[0] != K:
@@ -293,12 +300,70 @@ def read_openpose_files(
     return FrameFiles(frames, ignored, ids if identified else None, layout)
 
 
+def _read_whole(files: Sequence[str | Path], K: int) -> FrameFiles | None:
+    """:func:`read_openpose_files` of well-formed files, the same result with less work per
+    file: every person's numbers gathered into one list, then type-checked, converted and
+    bounded at once. ``None`` at anything unusual (a bad file, a person of another size):
+    the file-by-file reader then finds and names it."""
+    numbers, counts, pids, layouts, width = [], [], [], set(), 3 * K
+    try:
+        for path in files:  # one file at a time (read, parsed)
+            raw = read_regular(path, MAX_FRAME_BYTES)
+            if raw is None:
+                return None
+            data = json.loads(raw.decode("utf-8"))
+            listed = data["people"]
+            if type(listed) is not list:
+                return None
+            n = 0
+            for person in listed:  # the people of a frame (a handful)
+                kp = person["pose_keypoints_2d"]
+                if type(kp) is not list or len(kp) != width:
+                    if type(kp) is list and not kp:
+                        continue  # no body keypoints (e.g. a hand only): skipped, as there
+                    return None
+                numbers += kp
+                pids.append(person.get("person_id"))
+                n += 1
+            counts.append(n)
+            layout = data.get("keypoint_layout")
+            layouts.add(layout if layout in LAYOUTS else None)
+        if not files or not set(map(type, numbers)) <= _NUMBERS:
+            return None
+        arr = np.array(numbers, dtype=np.float64).reshape(-1, K, 3)
+    except Exception:  # anything (OverflowError, a non-dict, broken JSON): file by file
+        return None
+    if not (np.abs(arr) <= MAX_COORDINATE).all():  # NaN, inf or too large
+        return None
+    keep = found(arr).any(-1)
+    ends = np.cumsum(np.bincount(np.repeat(np.arange(len(counts)), counts)[keep],
+                                 minlength=len(counts))).tolist()  # fmt: skip
+    kept = arr[keep]
+    frames = [kept[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    ids = None
+    if None not in layouts:  # every file records a layout: its person_ids may be tracks
+        pid = np.array([_identity(p) for p in pids], np.int64)[keep]
+        ids = [pid[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+        if not all((i >= 0).all() and len(np.unique(i)) == len(i) for i in ids):
+            ids = None
+    layout = layouts.pop() if len(layouts) == 1 else None
+    if layout is not None and len(LAYOUTS[layout]) != K:
+        layout = None
+    return FrameFiles(frames, int((~keep).sum()), ids, layout)
+
+
 def openpose_evidence(frames: Sequence[np.ndarray], keypoints: int) -> tuple[int, dict]:
     """:func:`tensorpose.layouts.layout_evidence` of OpenPose detections ``(P_t, K, 3)`` (joints
     not found count as confidence 0)."""
-    everyone = np.concatenate([np.zeros((0, keypoints, 3)), *frames])
+    return cameras_evidence([frames], keypoints)[0]
+
+
+def cameras_evidence(cameras: Sequence[Sequence[np.ndarray]], keypoints: int) -> list:
+    """:func:`openpose_evidence` of each camera's frames, measured at once."""
+    pieces = [np.concatenate([np.zeros((0, keypoints, 3)), *frames]) for frames in cameras]
+    everyone = np.concatenate(pieces)
     everyone[..., 2] = np.where(found(everyone), everyone[..., 2], 0.0)
-    return layout_evidence(everyone)
+    return split_evidence(everyone, [len(p) for p in pieces])
 
 
 def read_openpose_detections(
@@ -358,76 +423,6 @@ def read_openpose_frames(
     """
     frames, files, layout, *_ = read_openpose_detections(folder, layout)
     return frames, files, layout
-
-
-def _assign(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Minimum-cost matching of rows to columns of ``cost (A, B)`` (``inf`` = forbidden).
-
-    The exact solver of scipy's ``linear_sum_assignment`` (shortest augmenting paths, Crouse
-    2016, ties broken as scipy breaks them) in plain Python: the matrices here are a few
-    tracks by a few people, and importing ``scipy.optimize`` costs 0.4 s. Returns matched
-    ``(rows, cols)`` sorted by row, forbidden pairs dropped."""
-    A, B = cost.shape
-    if A == 0 or B == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    finite = np.isfinite(cost)
-    big = float(cost[finite].max()) * 2 + 1 if finite.any() else 1.0
-    filled = np.where(finite, cost, big)
-    transposed = A > B
-    col4row = _shortest_augmenting_paths((filled.T if transposed else filled).tolist())
-    r, c = np.arange(len(col4row)), np.asarray(col4row, dtype=np.int64)
-    if transposed:
-        order = np.argsort(c)
-        r, c = c[order], r[order]
-    keep = finite[r, c]
-    return r[keep].astype(np.int64), c[keep].astype(np.int64)
-
-
-def _shortest_augmenting_paths(cost: list[list[float]]) -> list[int]:
-    """The column of each row of ``cost`` (rows <= columns, finite) in a minimum-cost
-    matching: scipy's ``rectangular_lsap`` step for step."""
-    nr, nc = len(cost), len(cost[0])
-    u, v = [0.0] * nr, [0.0] * nc
-    col4row, row4col = [-1] * nr, [-1] * nc
-    for cur in range(nr):  # one augmenting path per row (a handful of tracks)
-        path, spc = [-1] * nc, [math.inf] * nc
-        sr, sc = [False] * nr, [False] * nc
-        remaining = list(range(nc - 1, -1, -1))
-        i, sink, min_val = cur, -1, 0.0
-        while sink == -1:  # Dijkstra over the columns left
-            sr[i] = True
-            index, lowest = -1, math.inf
-            for it, j in enumerate(remaining):
-                r = min_val + cost[i][j] - u[i] - v[j]
-                if r < spc[j]:
-                    path[j], spc[j] = i, r
-                if spc[j] < lowest or (spc[j] == lowest and row4col[j] == -1):
-                    lowest, index = spc[j], it
-            min_val = lowest
-            j = remaining[index]
-            if row4col[j] == -1:
-                sink = j
-            else:
-                i = row4col[j]
-            sc[j] = True
-            remaining[index] = remaining[-1]
-            remaining.pop()
-        u[cur] += min_val
-        for i in range(nr):
-            if sr[i] and i != cur:
-                u[i] += min_val - spc[col4row[i]]
-        for j in range(nc):
-            if sc[j]:
-                v[j] -= min_val - spc[j]
-        j = sink
-        while True:  # augment along the path back to the current row
-            i = path[j]
-            row4col[j] = i
-            col4row[i], j = j, col4row[i]
-            if i == cur:
-                break
-    return col4row
 
 
 def _cost(last: np.ndarray, xy: np.ndarray, max_distance: float | None) -> np.ndarray:
@@ -524,9 +519,9 @@ def link_detections(
     """Link per-frame detections into tracks (:func:`link_tracks`), with what was left out.
 
     Frame by frame (a loop over time), active tracks (seen in the last ``max_gap`` frames) are
-    matched to the frame's people by a Hungarian assignment (:func:`_assign`) on the gated mean
-    pixel distance (:func:`_cost`). Unmatched people with ``min_keypoints`` or more found
-    keypoints start tracks; those with fewer (but some: a detector's false positive, whose
+    matched to the frame's people by a Hungarian assignment (:func:`linear_assignment`) on the
+    gated mean pixel distance (:func:`_cost`). Unmatched people with ``min_keypoints`` or more
+    found keypoints start tracks; those with fewer (but some: a detector's false positive, whose
     gate is zero or tiny) are dropped and counted, else each would start a track of its own
     and one such detection per frame would give ``(T, T, K, 3)``. Retiring unseen tracks keeps
     the cost per frame bounded by the people of the last ``max_gap`` frames. Memory: the
@@ -571,7 +566,7 @@ def link_detections(
         seen, xy = seen_all[o0:o1], xy_all[o0:o1]  # (P_t, K), (P_t, K, 2)
         rows = cols = np.zeros(0, dtype=np.int64)
         if len(ids):
-            rows, cols = _assign(_cost(last, xy, max_distance))
+            rows, cols = linear_assignment(_cost(last, xy, max_distance))
         new = starts[o0:o1].copy()
         new[cols] = False
         few = few_all[o0:o1].copy()

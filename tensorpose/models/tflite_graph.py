@@ -14,6 +14,8 @@ padding goes after, as in TensorFlow), and ``MAX_POOL_2D`` ignores its padding.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -99,6 +101,20 @@ def _fuse_pads(ops: list[dict], used: list[int], keep: set[int]) -> list[dict | 
     return ops
 
 
+@contextlib.contextmanager
+def _full_float32(device: torch.device) -> Iterator[None]:
+    """cuDNN convolutions in full float32 on CUDA. PyTorch lets cuDNN use TF32 (10-bit
+    mantissas) by default, which moves BlazePose's landmarks by a median of 0.2 px and up to
+    17 px from the CPU's (``scripts/blazepose_tf32.py``); the graph must equal the interpreter."""
+    if device.type != "cuda":
+        yield
+        return
+    b = torch.backends.cudnn
+    with b.flags(enabled=b.enabled, benchmark=b.benchmark, deterministic=b.deterministic,
+                 allow_tf32=False):  # fmt: skip
+        yield
+
+
 class TFLiteNet(nn.Module):
     """Runs a TFLite graph description; ``forward(*images)`` -> tuple of the graph's outputs.
 
@@ -181,18 +197,19 @@ class TFLiteNet(nn.Module):
         wanted = tuple(range(n)) if outputs is None else tuple(sorted(set(outputs)))
         if not all(0 <= i < n for i in wanted):
             raise ValueError(f"{self.source}: outputs must be indices in [0, {n}), got {outputs}")
-        if all(use_program(x) for x in images):
+        if all(use_program(x) for x in images):  # a CPU without gradient: the program
             for fn, ins, out, free in self._program(wanted, values):
                 values[out] = fn(*(values[t] for t in ins))
                 for t in free:
                     del values[t]
         else:
-            for op, free in self._plan(wanted):
-                values[op["out"]] = getattr(self, "_" + op["op"].lower())(
-                    op, *(values[t] for t in op["in"])
-                )
-                for t in free:
-                    del values[t]
+            with _full_float32(images[0].device):
+                for op, free in self._plan(wanted):
+                    values[op["out"]] = getattr(self, "_" + op["op"].lower())(
+                        op, *(values[t] for t in op["in"])
+                    )
+                    for t in free:
+                        del values[t]
         ids = [io["id"] if i in wanted else None for i, io in enumerate(self.desc["outputs"])]
         return tuple(None if t is None else values[t] for t in ids)
 

@@ -31,10 +31,9 @@ def _on_rows(mask: torch.Tensor, fn, inputs: list[torch.Tensor], fills: list) ->
             for o, fill in zip(outs, fills, strict=True)
         )
     idx = mask.reshape(-1).nonzero().squeeze(-1)
-    outs = fn(*[x.reshape(-1, *x.shape[len(shape) :])[idx] for x in inputs])
+    outs = fn(*[x.reshape(-1, *x.shape[len(shape) :]).index_select(0, idx) for x in inputs])
     result = []
     for o, fill in zip(outs, fills, strict=True):  # the function's few outputs
         full = torch.full((mask.numel(), *o.shape[1:]), fill, dtype=o.dtype, device=o.device)
-        full[idx] = o
-        result.append(full.reshape(*shape, *o.shape[1:]))
+        result.append(full.index_copy_(0, idx, o).reshape(*shape, *o.shape[1:]))
     return tuple(result)

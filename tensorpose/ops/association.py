@@ -206,7 +206,8 @@ def _detections(
     (norm,) = _on_rows(pseen, undistort, [pxy, cidx], [0.0])  # (C, L, 2), seen points only
     pf = _dlt_features(norm, torch.where(pseen, conf, 0.0))  # (C, L, 4)
     pN = pf @ basis  # (C, L, 16)
-    pU = pN[..., _UPPER].transpose(1, 2).contiguous()  # (C, 10, L) upper triangles
+    upper = torch.tensor(_UPPER, device=dev)
+    pU = pN.transpose(1, 2).contiguous().index_select(1, upper)  # (C, 10, L) upper triangles
     xy, seen, fd = [], [], []
     for c, k in enumerate(cams):  # unpack to (T, P_c, J, ...) per camera
         shape, n = k.shape[:-1], counts[c]

@@ -39,10 +39,10 @@ def _check_cameras(C: int, K, dist, R, t) -> torch.Tensor:
 
 def _dlt_features(normalized: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """``(..., C, 4)``: ``w^2 (x^2 + y^2), w^2 x, w^2 y, w^2`` (0 where the weight is 0)."""
-    use = weights > 0
-    xy = torch.where(use.unsqueeze(-1), normalized, 0.0)
-    w2 = torch.where(use, weights, 0.0).square().unsqueeze(-1)
-    return torch.cat([xy.square().sum(-1, keepdim=True), xy, torch.ones_like(xy[..., :1])], -1) * w2
+    unused = ~(weights > 0)
+    x, y = (v.masked_fill(unused, 0.0) for v in normalized.unbind(-1))  # components: fast
+    w2 = weights.masked_fill(unused, 0.0).square()
+    return torch.stack([(x.square() + y.square()) * w2, x * w2, y * w2, w2], -1)
 
 
 def _dlt_basis(R: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -93,8 +93,22 @@ def _solve(N: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Ten
     return X.reshape(*batch, 3), ok.reshape(batch)
 
 
+SOLVE_BLOCK = 16384
+"""On CPU, :func:`_solve_upper` takes this many matrices at a time: the eigensolver's hundreds
+of elementwise passes then stay in the cache (110k random normal matrices, one thread: 75 ms in
+one batch, 55 ms in blocks); every matrix is solved on its own, so the values are the same."""
+
+
 def _solve_upper(u: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_solve` on the upper triangles laid out as ``(10, B)`` (row-major order)."""
+    if u.device.type == "cpu" and u.shape[1] > SOLVE_BLOCK:
+        parts = [_solve_block(u[:, i : i + SOLVE_BLOCK], eps)
+                 for i in range(0, u.shape[1], SOLVE_BLOCK)]  # fmt: skip
+        return torch.cat([X for X, _ in parts]), torch.cat([ok for _, ok in parts])
+    return _solve_block(u, eps)
+
+
+def _solve_block(u: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     e = dict(zip(_UPPER, u, strict=True))
     v = _eigvec_soa([[e[4 * min(i, j) + max(i, j)] for j in range(4)] for i in range(4)])
     ok = v[3].abs() > eps

@@ -188,9 +188,10 @@ def _eigvec_soa(n: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         lam, step = _laguerre(lam, free, coeffs, FAST_STEPS)
         slow = (step.abs() > CONVERGED).nonzero().squeeze(-1)
         if slow.numel():
-            sub = tuple(c[slow] for c in coeffs)
-            lam_s, _ = _laguerre(lam[slow], free[slow], sub, LAGUERRE_STEPS - FAST_STEPS)
-            lam = lam.index_put((slow,), lam_s)
+            sub = tuple(c.index_select(0, slow) for c in coeffs)
+            lam_s, _ = _laguerre(lam.index_select(0, slow), free.index_select(0, slow), sub,
+                                 LAGUERRE_STEPS - FAST_STEPS)  # fmt: skip
+            lam = lam.index_copy(0, slow, lam_s)
     else:
         lam, _ = _laguerre(lam, free, coeffs, LAGUERRE_STEPS)
     diag = [a[i][i] - lam for i in range(4)]

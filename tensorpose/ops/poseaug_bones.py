@@ -12,7 +12,13 @@ from ._checks import check_last_dims, check_tensor
 from ._poseaug_base import _check_generator, _check_joints, _check_range, _uniform
 from ._vec3 import _bones_t, _compose_t, _norm, _scale
 
-__all__ = ["H36M17_BONE_GROUPS", "bone_scales", "sample_bone_scales", "set_bone_lengths"]
+__all__ = [
+    "H36M17_BONE_GROUPS",
+    "bone_scales",
+    "retarget_lengths",
+    "sample_bone_scales",
+    "set_bone_lengths",
+]
 
 
 H36M17_BONE_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -110,3 +116,44 @@ def sample_bone_scales(
     glob = _uniform((*shape, 1), generator, lo, hi, dtype)
     per = _uniform((*shape, len(groups)), generator, -group_range, group_range, dtype)
     return glob * (1 + per)
+
+
+def retarget_lengths(
+    lengths: torch.Tensor,
+    template: torch.Tensor,
+    skeleton: Skeleton,
+    height_joints: tuple[str, str] = ("head", "r_ankle"),
+) -> torch.Tensor:
+    """Bone lengths of the ``template``'s proportions at each body's own height.
+
+    The height is the sum of the bone lengths on the paths from the root to the two
+    ``height_joints`` (head to ankle for ``h36m17``); each row of ``lengths`` becomes
+    ``template * height(lengths) / height(template)``.
+
+    Args:
+        lengths: ``(..., S)`` bone lengths in :attr:`Skeleton.bones` order.
+        template: ``(S,)`` or broadcastable to ``lengths``.
+        skeleton: the joint tree.
+        height_joints: the two joints whose root paths make the height.
+
+    Returns:
+        ``(..., S)``.
+
+    Example:
+        >>> from tensorpose.skeleton import get_skeleton
+        >>> sk = get_skeleton("h36m17")
+        >>> t = torch.rand(16, dtype=torch.float64) + 0.1
+        >>> torch.allclose(retarget_lengths(2 * t, t, sk), 2 * t)
+        True
+    """
+    check_tensor("lengths", lengths)
+    check_tensor("template", template)
+    S = skeleton.num_bones
+    check_last_dims("lengths", lengths, (S,), f"S={S}")
+    check_last_dims("template", template, (S,), f"S={S}")
+    top, bottom = (skeleton.index(n) for n in height_joints)
+    path = skeleton.tensor("path", lengths.device, lengths.dtype)
+    on_path = path[top] + path[bottom]  # (S,): bones on root->top and root->bottom
+    template = template.to(lengths.dtype)
+    height = (lengths * on_path).sum(-1, keepdim=True)
+    return template * height / (template * on_path).sum(-1, keepdim=True)

@@ -37,9 +37,10 @@ from ..data.mocap import (
     load_npz,
 )
 from ..data.synth import SynthConfig, SyntheticLiftingBatches
-from ..data.takes import parse_rules
+from ..data.takes import joint_weights, parse_rules
 from ..models.lifter import TemporalLifter, filter_widths_for
-from ..ops.kinematics import decompose
+from ..ops.kinematics import bone_lengths, decompose
+from ..ops.poseaug_bones import retarget_lengths
 from ..skeleton import get_skeleton
 from .base import Field, Task, check_batch, eval_mode, unwrap
 
@@ -119,6 +120,17 @@ class LiftDataConfig:
     (default 1 each; ``walking=3``: three times the windows of any other kind)."""
     frame_rates: list[str] = field(default_factory=list)
     """``"glob=fps"`` rules: true frame rates of takes whose headers are wrong."""
+    ignore_joints: list[str] = field(default_factory=list)
+    """``"glob=joint joint ..."`` rules (``augment: kinematic``): joints whose 3D the training
+    loss ignores for the matching takes (MPJPE, and the kinematic head's terms of the bones
+    touching them), e.g. where a take's skeleton does not place them like the others'."""
+    proportions: str = ""
+    """``augment: kinematic``: a training kind whose mean bone lengths (over its frames) every
+    training take gets, scaled to the take's own height
+    (:func:`~tensorpose.ops.poseaug_bones.retarget_lengths`); empty: each take its own."""
+    proportions_height: str = field(default="take", metadata=choices("take", "kind"))
+    """With ``proportions``: at each ``take``'s own height, or at the ``kind``'s (every take
+    gets that kind's mean bone lengths: its size too)."""
     character: str = ""
     """DeepMimic character file; empty: ``characters/humanoid3d.txt`` found above the motions."""
     up_axis: str = field(default="y", metadata=choices("y", "z"))
@@ -171,6 +183,10 @@ class LiftDataConfig:
             raise ConfigError("data.source is npz but data.npz (the file) is empty")
         if self.augment == "kinematic":
             self.synth.synth_config(self.normalization)
+        elif self.ignore_joints or self.proportions:
+            raise ConfigError(
+                "data.ignore_joints and data.proportions need data.augment: kinematic"
+            )
 
     def camera_spec(self) -> CameraSpec:
         """The virtual cameras' intrinsics and placement ranges."""
@@ -272,6 +288,7 @@ class LiftingTask(Task):
         "keypoints": Field(("B", "R", "J", 2), torch.float32),  # normalised windows
         "target": Field(("B", 1, "J", 3), torch.float32),  # root-relative, camera, metres
     }
+    weight_field: ClassVar[Field] = Field(("B", 1, "J"), torch.float32)  # optional joint weights
     best_metric = ("val_mpjpe_mm", "min")
     metric_names = (
         "val_mpjpe_mm", "val_p_mpjpe_mm", "val_n_mpjpe_mm", "val_mpjve_mm", "val_bone_std_mm",
@@ -350,23 +367,46 @@ class LiftingTask(Task):
             rf = unwrap(self.model).receptive_field()
             seqs = self.load_world(d.train, exclude=d.val)  # a held-out take is never trained on
             world_seqs = [s.positions for s in seqs]
+            lengths = self.take_lengths(seqs)
             self.train_batches = SyntheticLiftingBatches(
                 world_seqs, self.skeleton,
                 t.batch_size // world, rf, self.generator,
                 d.synth.synth_config(d.normalization), d.steps_per_epoch,
                 weights=kind_weights(seqs, d.kind_shares) if d.balance == "kinds" else None,
+                joint_weights=joint_weights([s.take for s in seqs], d.ignore_joints,
+                                            self.skeleton.names) if d.ignore_joints else None,
+                bone_lengths=lengths,
             )  # fmt: skip
             # the trivial baseline: mean target of a fixed-seed synthetic sample
             g = torch.Generator(device=device).manual_seed(t.seed)
             ref = SyntheticLiftingBatches(
-                world_seqs, self.skeleton, 4096, 1, g, self.train_batches.config
-            )
+                world_seqs, self.skeleton, 4096, 1, g, self.train_batches.config,
+                bone_lengths=lengths,
+            )  # fmt: skip
             self.mean_pose = ref.sample()["target"][:, 0].mean(0)
             return
         self.train_set = self.load_split(d.train, d.train_cameras).to(device)
         self.mean_pose = self.train_set.mean_pose()
         self.generator = torch.Generator(device=device).manual_seed(t.seed)
         self.train_batches = FrameBatches(self.train_set, t.batch_size, self.generator, rank, world)
+
+    def take_lengths(self, seqs: list[MocapSequence]) -> torch.Tensor | None:
+        """``(N, S)`` bone lengths of the training takes with ``data.proportions`` (that kind's
+        mean proportions at each take's height, or its mean lengths with
+        ``data.proportions_height: kind``); ``None`` without it (each take its own)."""
+        kind = self.cfg.data.proportions
+        if not kind:
+            return None
+        sk = self.skeleton
+        own = torch.stack([bone_lengths(s.positions, sk).mean(0) for s in seqs])  # (N, S)
+        frames = [s.positions for s in seqs if s.kind == kind]
+        if not frames:
+            kinds = ", ".join(sorted({s.kind for s in seqs}))
+            raise ConfigError(f"data.proportions: no training take of kind {kind!r} ({kinds})")
+        template = bone_lengths(torch.cat(frames), sk).mean(0)  # (S,)
+        if self.cfg.data.proportions_height == "kind":
+            return template.expand_as(own).clone()
+        return retarget_lengths(own, template, sk)
 
     def eval_data(self, device: torch.device, bvh: list[str] | None = None,
                   mapping: str | None = None, units: str | None = None) -> LiftingSet:  # fmt: skip
@@ -385,7 +425,10 @@ class LiftingTask(Task):
             out = self.train_set.batch(batch["frames"], rf, self.cfg.data.flip, self.generator)
         else:
             out = {"keypoints": batch["keypoints"], "target": batch["target"]}
-        return check_batch(out, self.contract, R=rf, J=self.skeleton.num_joints)
+            if "weight" in batch:  # per-joint loss weights (data.ignore_joints)
+                out["weight"] = batch["weight"]
+        contract = {**self.contract, "weight": self.weight_field} if "weight" in out else None
+        return check_batch(out, contract or self.contract, R=rf, J=self.skeleton.num_joints)
 
     def extra(self) -> dict:
         return {"mean_pose": self.mean_pose.cpu()} if self.mean_pose is not None else {}
@@ -396,24 +439,32 @@ class LiftingTask(Task):
     # -- step
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``batch``: ``keypoints (B, R, J, 2)`` windows of exactly the receptive field and
-        ``target (B, 1, J, 3)``. Runs the strided (one frame per window) model.
+        ``target (B, 1, J, 3)`` (optional ``weight (B, 1, J)``: per-joint loss weights). Runs
+        the strided (one frame per window) model.
 
         Returns ``loss`` (0-dim), ``pred (B, 1, J, 3)``, ``mpjpe_mm`` (0-dim, detached) and the
         loss terms, all on the device (nothing is read back to the host).
         """
         out = self.model(batch["keypoints"], strided=True)
-        return self.loss(out, batch["target"])
+        return self.loss(out, batch["target"], batch.get("weight"))
 
-    def loss(self, out: dict[str, torch.Tensor], target: torch.Tensor) -> dict[str, torch.Tensor]:
+    def loss(
+        self,
+        out: dict[str, torch.Tensor],
+        target: torch.Tensor,
+        weight: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
         """The training loss of model outputs ``joints`` (+ ``lengths``, ``directions`` of the
-        kinematic head) against ``target``, with its terms (detached)."""
+        kinematic head) against ``target``, with its terms (detached); ``weight (B, 1, J)``:
+        per-joint weights of every term (see :mod:`tensorpose.losses`)."""
         pred = out["joints"]
-        err = losses.mpjpe_loss(pred, target)
+        err = losses.mpjpe_loss(pred, target, weight)
         result = {"pred": pred, "mpjpe_mm": 1000 * err.detach()}
         loss = err
         if "lengths" in out:
-            bone = losses.bone_length_loss(out["lengths"], target, self.skeleton)
-            direction = losses.bone_direction_loss(out["directions"], target, self.skeleton)
+            sk = self.skeleton
+            bone = losses.bone_length_loss(out["lengths"], target, sk, weight)
+            direction = losses.bone_direction_loss(out["directions"], target, sk, weight)
             loss = loss + self.bone_weight * bone + self.direction_weight * direction
             result["bone_loss"] = bone.detach()
             result["direction_loss"] = direction.detach()

@@ -36,8 +36,9 @@ def test_window_gather_equals_naive_edge_padded_slices(rf, device):
     for c in data.clips:  # naive reference: pad each clip with its edge frames, slice windows
         px = normalize_screen(data.pixels[c.start : c.start + c.length], 1000, 1000).numpy()
         padded = np.pad(px, ((half, half), (0, 0), (0, 0)), mode="edge")
-        for f in range(c.length):
-            np.testing.assert_array_equal(kp[c.start + f], padded[f : f + rf])
+        for f in range(c.length):  # (CUDA may fuse the normalisation's multiply-adds: 1 ulp)
+            np.testing.assert_allclose(kp[c.start + f], padded[f : f + rf], rtol=0,
+                                       atol=0 if device == "cpu" else 2.5e-7)  # fmt: skip
     np.testing.assert_array_equal(batch["target"][:, 0].cpu().numpy(), data.targets.numpy())
 
 

@@ -139,6 +139,37 @@ def test_target_bones_and_limits(walk):
     assert float((aligned - b["target"][:, 0]).norm(dim=-1).max()) < 1e-4
 
 
+@pytest.mark.parametrize("flip", [0.0, 1.0])
+def test_joint_weights_and_given_lengths_follow_each_window(walk, flip):
+    """Each window gets its sequence's joint weights (mirrored with the pose) and bone
+    lengths; the sequence of each window from a twin sampler with the same seed."""
+    seqs, sk = walk
+    mean = torch.stack([bone_len(s).mean(0) for s in seqs])
+    given = mean * torch.tensor([[1.0], [1.3]])  # two sizes: each window's sequence shows
+    jw = torch.ones(2, 17)
+    jw[0, sk.index("l_wrist")] = 0.0
+    jw[1, sk.index("r_knee")] = 0.0
+    opts = dict(joint_scale=0.0, bone_scale=(1.0, 1.0), bone_group_scale=0.0,
+                **{**CLEAN, "flip": flip})  # fmt: skip
+
+    def sampler(**kw):
+        g = torch.Generator().manual_seed(11)
+        return SyntheticLiftingBatches(seqs, sk, 64, R, g, SynthConfig(**opts), **kw)
+
+    b = sampler(joint_weights=jw, bone_lengths=given).sample()
+    _, lengths = sampler(bone_lengths=given).sample_windows()
+    assert set(sampler().sample()) == set(b) - {"weight"}
+    fi = sk.flip_index
+    for i in range(64):  # naive twin: look each window's sequence up
+        k = int(torch.isclose(lengths[i, 0, 0], given[:, 0]).nonzero())
+        want = jw[k][list(fi)] if flip else jw[k]
+        assert torch.equal(b["weight"][i, 0], want)
+        target = b["target"][i, 0][list(fi)] if flip else b["target"][i, 0]  # names unswapped
+        torch.testing.assert_close(bone_len(target), given[k], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"joint_weights must have shape \(2, 17\)"):
+        sampler(joint_weights=jw[:1])
+
+
 def test_seeded(walk):
     a, b = batches(walk, seed=5).sample(), batches(walk, seed=5).sample()
     c = batches(walk, seed=6).sample()

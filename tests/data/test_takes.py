@@ -10,7 +10,9 @@ import torch
 
 from tensorpose.data.mocap import load_bvh_sequences
 from tensorpose.data.synth import SyntheticLiftingBatches
-from tensorpose.data.takes import expand_entries, kind_of, resample, true_fps
+from tensorpose.data.takes import expand_entries, joint_weights, kind_of, resample, true_fps
+from tensorpose.ops.kinematics import bone_lengths
+from tensorpose.skeleton import get_skeleton
 from tensorpose.tasks.lifting import kind_weights
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +96,57 @@ def test_kind_shares_weight_the_kinds():
     for bad in (["run=2"], ["walk=0"], ["walk"], ["walk=x"]):
         with pytest.raises(ValueError, match="data.kind_shares"):
             kind_weights(seqs, bad)
+
+
+def test_ignored_joints_per_take():
+    names = get_skeleton("h36m17").names
+    takes = ["131_01", "x/cmu_deepmimic/a.txt", "x/salsa/01.bvh"]
+    rules = ["*/cmu_deepmimic/*=neck head", "*/salsa/*=thorax", "*=l_wrist"]
+    w = joint_weights(takes, rules, names)
+    for i, take in enumerate(takes):  # naive twin: the first matching rule's joints are 0
+        ignored = {"131_01": {"l_wrist"}, "x/cmu_deepmimic/a.txt": {"neck", "head"},
+                   "x/salsa/01.bvh": {"thorax"}}[take]  # fmt: skip
+        assert w[i].tolist() == [0.0 if n in ignored else 1.0 for n in names]
+    assert bool((joint_weights(takes, [], names) == 1).all())
+    with pytest.raises(ValueError, match=r"data.ignore_joints: unknown joints \['nose'\]"):
+        joint_weights(takes, ["*=nose head"], names)
+    with pytest.raises(ValueError, match="data.ignore_joints: expected"):
+        joint_weights(takes, ["head"], names)
+
+
+def test_recipe_options_ignore_joints_and_proportions_reach_the_batches():
+    from tensorpose.config import ConfigError, load_config
+    from tensorpose.ops.poseaug_bones import retarget_lengths
+    from tensorpose.tasks import build_task
+
+    over = ["model.channels=16", "model.receptive_field=9", "data.fps=10", "train.batch_size=64",
+            "train.device=cpu", "data.val_cameras=1", "data.augment=kinematic",
+            "data.steps_per_epoch=2", f"data.train=[131_01, {DM}]", "data.val=[131_03]",
+            "data.kinds=[walk=131_*, jump=*09_02*]", "data.proportions=walk",
+            "data.ignore_joints=[*09_02*=neck head]"]  # fmt: skip
+    task = build_task(load_config(None, over))
+    task.setup(torch.device("cpu"))
+    tb = task.train_batches
+    sk = task.skeleton
+    seqs, _ = load_bvh_sequences(["131_01", str(DM)], fps=10)
+    own = [bone_lengths(s.positions, sk).mean(0) for s in seqs]
+    template = bone_lengths(seqs[0].positions, sk).mean(0)
+    torch.testing.assert_close(tb.bone_lengths[0], template)  # the walk take keeps its own
+    torch.testing.assert_close(tb.bone_lengths[1], retarget_lengths(own[1], template, sk))
+    assert tb.joint_weights[0].tolist() == [1.0] * 17
+    assert tb.joint_weights[1].tolist() == [0.0 if n in ("neck", "head") else 1.0 for n in sk.names]
+    kind_size = build_task(load_config(None, [*over, "data.proportions_height=kind"]))
+    kind_size.setup(torch.device("cpu"))
+    torch.testing.assert_close(kind_size.train_batches.bone_lengths, template.expand(2, -1))
+    batch = task.prepare(next(iter(tb)))
+    assert batch["weight"].shape == (64, 1, 17)
+    res = task(batch)  # the loss counts only the weighted joints
+    naive = task.loss({"joints": res["pred"]}, batch["target"], batch["weight"])["mpjpe_mm"]
+    err = (res["pred"].detach() - batch["target"]).norm(dim=-1)[:, 0]  # (B, J)
+    keep = batch["weight"][:, 0] > 0
+    assert float(naive) == pytest.approx(1000 * float(err[keep].mean()), rel=1e-5)
+    with pytest.raises(ValueError, match="data.proportions: no training take of kind 'run'"):
+        bad = build_task(load_config(None, [*over, "data.proportions=run"]))
+        bad.setup(torch.device("cpu"))
+    with pytest.raises(ConfigError, match="need data.augment: kinematic"):
+        load_config(None, [o for o in over if "augment" not in o])

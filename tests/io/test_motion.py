@@ -79,6 +79,28 @@ def test_csv_layout(tmp_path):
     assert float(rows[3][1]) == pytest.approx(2 / 50)
 
 
+def naive_rows(x: np.ndarray, fps: float, sep: str, first: int, decimals: int = 6) -> list[str]:
+    """The data rows, each value formatted on its own (empty for NaN)."""
+    return [sep.join([str(t + first), f"{t / fps:.{decimals}f}"]
+                     + ["" if math.isnan(v) else f"{v:.{decimals}f}" for v in row.ravel()])
+            for t, row in enumerate(x)]  # fmt: skip
+
+
+@pytest.mark.parametrize("block", [1, 3, 1000])
+def test_rows_equal_value_by_value_formatting(tmp_path, monkeypatch, block):
+    import tensorpose.io.motion as motion
+
+    monkeypatch.setattr(motion, "ROWS_PER_BLOCK", block)
+    x = points(T=7, seed=2) * 10.0 ** np.arange(-8, 7, 5)[:, None]  # tiny to large values
+    x[0, 0] = [-0.0, -1e-9, 5e-7]  # rounding to -0.000000 and 0.000001
+    x[2, 1, 0] = -np.nan
+    lines = write_trc(tmp_path / "a.trc", x, NAMES, fps=29.97, decimals=4).read_text()
+    assert lines.split("\n")[6:-1] == naive_rows(x, 29.97, "\t", 1, 4)
+    lines = write_csv(tmp_path / "a.csv", x, NAMES, fps=25).read_text()
+    assert lines.split("\n")[1:-1] == naive_rows(x, 25, ",", 0)
+    assert write_trc(tmp_path / "e.trc", x[:0], NAMES, fps=30).read_text().count("\n") == 6
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -123,3 +145,31 @@ def test_read_trc_errors_name_file_and_line(tmp_path):
     short.write_text("\n".join(good[:8]) + "\n")
     with pytest.raises(TRCError, match="NumFrames is 5 but the file has 2 data rows"):
         read_trc(short)
+
+
+def test_npz_deflates_what_compresses(tmp_path):
+    import zipfile
+
+    from tensorpose.io.motion import write_npz
+
+    rng = np.random.default_rng(3)
+    mostly_nan = np.full((300, 25, 4), np.nan)
+    mostly_nan[::7, :, 1] = rng.normal(size=(43, 25))
+    arrays = {"points": rng.normal(size=(300, 25, 3)), "errors": mostly_nan,
+              "valid": rng.random((300, 25)) < 0.9, "names": np.array(["a", "bb"]),
+              "fps": np.float64(60), "units": "m", "empty": np.zeros((0, 3))}  # fmt: skip
+    for compressed in (True, False):
+        path = write_npz(tmp_path / f"{compressed}.npz", arrays, compressed=compressed)
+        with np.load(path, allow_pickle=False) as z:
+            assert sorted(z.files) == sorted(arrays)
+            for k, v in arrays.items():  # every array back, bit for bit
+                a = np.asarray(v)
+                assert z[k].dtype == a.dtype and z[k].tobytes() == a.tobytes()
+        kinds = {i.filename: i.compress_type for i in zipfile.ZipFile(path).infolist()}
+        if compressed:  # random float64 is stored, NaN runs and booleans are deflated
+            assert kinds["points.npy"] == zipfile.ZIP_STORED
+            assert kinds["errors.npy"] == kinds["valid.npy"] == zipfile.ZIP_DEFLATED
+        else:
+            assert set(kinds.values()) == {zipfile.ZIP_STORED}
+    with pytest.raises(ValueError, match="objects"):
+        write_npz(tmp_path / "o.npz", {"x": np.array([{}], dtype=object)})

@@ -224,7 +224,8 @@ def test_device(name, device):
     ref = FILTERS[name](obs)
     got = FILTERS[name](obs.to(device))
     assert got.device.type == device
-    torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=1e-9, equal_nan=True)
+    # float64; CUDA's fused multiply-adds round differently (1e-11 relative on ~600 px tracks)
+    torch.testing.assert_close(got.cpu(), ref, rtol=1e-10, atol=1e-9, equal_nan=True)
 
 
 def test_smooths_and_rts_has_no_lag():

@@ -10,7 +10,12 @@ import torch
 from tensorpose.data.mocap import load_bvh_sequences
 from tensorpose.ops import flip, forward_kinematics
 from tensorpose.ops.camera import intrinsic_matrix, project
-from tensorpose.ops.poseaug_bones import H36M17_BONE_GROUPS, bone_scales, sample_bone_scales
+from tensorpose.ops.poseaug_bones import (
+    H36M17_BONE_GROUPS,
+    bone_scales,
+    retarget_lengths,
+    sample_bone_scales,
+)
 from tensorpose.ops.poseaug_cameras import (
     default_intrinsics,
     fit_in_frame,
@@ -290,6 +295,31 @@ def test_bone_groups_must_cover_every_bone():
         bone_scales(torch.ones(1), SK, {"x": (("l_hip", "r_knee"),)})
     with pytest.raises(ValueError, match="group_range"):
         sample_bone_scales((1,), torch.Generator(), group_range=1.5)
+
+
+def test_retarget_lengths_matches_naive():
+    """The template's proportions at each row's height (head + right ankle paths from the
+    root), against a walk up the parents."""
+    g = torch.Generator().manual_seed(0)
+    lengths = 0.05 + torch.rand(4, 2, SK.num_bones, generator=g, dtype=f64)
+    template = 0.05 + torch.rand(SK.num_bones, generator=g, dtype=f64)
+    bone_into = {c: s for s, (_, c) in enumerate(SK.bones)}
+
+    def height(row):  # naive: the bones from each of the two joints up to the root
+        total = 0.0
+        for j in (SK.index("head"), SK.index("r_ankle")):
+            while SK.parents[j] >= 0:
+                total += float(row[bone_into[j]])
+                j = SK.parents[j]
+        return total
+
+    got = retarget_lengths(lengths, template, SK)
+    for idx in np.ndindex(lengths.shape[:-1]):
+        want = template * height(lengths[idx]) / height(template)
+        torch.testing.assert_close(got[idx], want, rtol=1e-12, atol=0)
+        assert height(got[idx]) == pytest.approx(height(lengths[idx]), rel=1e-12)
+    with pytest.raises(ValueError, match="template"):
+        retarget_lengths(lengths, template[:-1], SK)
 
 
 # ----------------------------------------------------------------------------- global rotation

@@ -514,3 +514,25 @@ def test_bad_inputs(cal):
         triangulate_points(uv, torch.ones(5, 4), cal.K, cal.dist, cal.R, cal.t, max_error_px=0)
     with pytest.raises(ValueError, match=r"N must have shape \(\.\.\., 4, 4\)"):
         smallest_eigenvector(torch.zeros(3, 3, dtype=torch.float64))
+
+
+def test_blocked_solve_and_features_equal_the_whole_batch(monkeypatch):
+    """The CPU solver's blocks of matrices give the values of one batch, bit for bit; the DLT
+    features equal their formula ``w^2 (x^2 + y^2), w^2 x, w^2 y, w^2`` (0 where unused)."""
+    from tensorpose.ops import dlt
+    from tensorpose.ops.eigen4 import _UPPER
+
+    g = torch.Generator().manual_seed(4)
+    A = torch.randn(300, 4, 4, dtype=torch.float64, generator=g)
+    u = (A.mT @ A).reshape(-1, 16)[:, _UPPER].T.contiguous()
+    whole = dlt._solve_upper(u)
+    monkeypatch.setattr(dlt, "SOLVE_BLOCK", 7)
+    X, ok = dlt._solve_upper(u)
+    assert torch.equal(ok, whole[1]) and torch.equal(X.nan_to_num(9.0), whole[0].nan_to_num(9.0))
+    xy = torch.randn(50, 3, 2, dtype=torch.float64, generator=g)
+    w = torch.rand(50, 3, dtype=torch.float64, generator=g).masked_fill_(torch.rand(50, 3) < 0.3, 0)
+    xy[w == 0] = float("nan")  # unused observations may be NaN
+    x, y = xy.nan_to_num(0.0).unbind(-1)
+    w2 = w * w
+    naive = torch.stack([(x * x + y * y) * w2, x * w2, y * w2, w2], -1)
+    assert torch.equal(dlt._dlt_features(xy, w), naive)

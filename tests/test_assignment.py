@@ -1,9 +1,10 @@
-"""The track-to-person matching of io.openpose is scipy's linear_sum_assignment, ties included."""
+"""tensorpose.assignment.linear_assignment (the track linking of io.openpose and multiperson)
+is scipy's linear_sum_assignment, ties included."""
 
 import numpy as np
 import pytest
 
-from tensorpose.io.openpose import _assign
+from tensorpose.assignment import linear_assignment
 
 
 def test_assign_matches_scipy_with_ties_and_forbidden_pairs():
@@ -20,11 +21,11 @@ def test_assign_matches_scipy_with_ties_and_forbidden_pairs():
         big = float(cost[finite].max()) * 2 + 1 if finite.any() else 1.0
         r, c = linear_sum_assignment(np.where(finite, cost, big))
         keep = finite[r, c]
-        r2, c2 = _assign(cost)
+        r2, c2 = linear_assignment(cost)
         np.testing.assert_array_equal(r2, r[keep])
         np.testing.assert_array_equal(c2, c[keep])
 
 
 def test_assign_empty():
-    r, c = _assign(np.zeros((0, 3)))
+    r, c = linear_assignment(np.zeros((0, 3)))
     assert r.shape == c.shape == (0,)
