@@ -23,8 +23,9 @@ from tensorpose.inference import load_model
 from tensorpose.skeleton import get_skeleton
 
 
-def holdout_sets(config: str) -> dict[str, tuple]:
-    """Kind -> (takes, LiftingSet in pixels, camera spec) of the recipe's hold-outs."""
+def holdout_sets(config: str, fps: float | None = None) -> dict[str, tuple]:
+    """Kind -> (takes, LiftingSet in pixels, camera spec) of the recipe's hold-outs, sampled at
+    ``fps`` (default: the recipe's ``data.fps``)."""
     cfg = load_config(config)
     d = cfg.data
     takes = expand_entries(d.val, d.kinds)
@@ -38,7 +39,7 @@ def holdout_sets(config: str) -> dict[str, tuple]:
     out = {}
     for k, paths in kinds.items():  # one set per kind
         data = load_lifting_split(paths, sk, d.val_cameras, spec, mapping=d.mapping or None,
-                                  fps=d.fps, seed=d.seed, **opts)  # fmt: skip
+                                  fps=fps or d.fps, seed=d.seed, **opts)  # fmt: skip
         out[k] = (paths, data, spec)
     return out
 
@@ -47,9 +48,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoints", nargs="+")
     ap.add_argument("--config", default="configs/lift_wild_mocap.yaml")
+    ap.add_argument(
+        "--fps",
+        type=float,
+        default=None,
+        help="sample the hold-outs at this frame rate (default: the recipe's)",
+    )
     ap.add_argument("--json", default=None, help="also write the table as JSON here")
     args = ap.parse_args()
-    sets = holdout_sets(args.config)
+    sets = holdout_sets(args.config, args.fps)
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for ckpt in args.checkpoints:
         task, _, cfg, _ = load_model(ckpt, "cpu")

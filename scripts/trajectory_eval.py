@@ -15,13 +15,17 @@ Two sets:
   drawn as :meth:`tensorpose.data.mocap.LiftingSet.from_world` draws them (data seed 0, the
   1000 x 1000 / 1145 px camera); the 2D is the exact projection plus Gaussian noise of
   ``--noise-px`` (seeded); the reference is the true pelvis in the camera frame.
-- ``trial`` (reported, never tuned on): the bundled balancing trial
+- ``trial`` and ``two people`` (reported, never tuned on): the bundled balancing trial
   (``tensorpose/assets/tracks/openpose_body25b``, 4 cameras, 100 frames at 60 fps); each camera
   lifts the person the triangulation associated in its view (as ``tensorpose eval-wild``); the
   reference is the triangulated mid-hip (``tensorpose triangulate``'s points) moved into that
-  camera's frame with the calibration's ``R``, ``t``.
+  camera's frame with the calibration's ``R``, ``t``; with ``--two-people DIR`` also the
+  two-person recording (``../shared/data/videos/two_people``, 100 frames at 60 fps) from
+  BlazePose's 2D (``tensorpose predict VIDEOS --model blazepose --max-people 2 --out tp``,
+  then ``--two-people tp/openpose``), every person against its own triangulation.
 
-    PYTHONPATH=. python scripts/trajectory_eval.py [--checkpoint CK] [--json out.json]
+    PYTHONPATH=. python scripts/trajectory_eval.py [--checkpoint CK] [--two-people DIR] \
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -39,12 +43,14 @@ from tensorpose.data.mocap import CameraSpec, load_bvh_sequences
 from tensorpose.io.tracks import Keypoints2D
 from tensorpose.lift3d import lift_keypoints, load_lifter
 from tensorpose.metrics import trajectory_errors
+from tensorpose.multiperson import triangulate_cameras_people
 from tensorpose.multiview import read_cameras, triangulate_cameras
 from tensorpose.ops.camera import project, virtual_cameras, world_to_camera
 from tensorpose.ops.trajectory import lowpass_trajectory
 
 TRIAL = "tensorpose/assets/tracks/openpose_body25b"
 HOLDOUTS = ["131_03", "01_01_jump_30fps"]
+TWO_PEOPLE_CALIB = "../shared/data/videos/two_people/Calib.qca.txt"
 CUTOFFS = [(None, None), (2.0, None), (6.0, None), (6.0, 2.0), (6.0, 1.0), (6.0, 0.5),
            (6.0, 0.25)]  # fmt: skip
 """(cutoff, depth cutoff) Hz of each candidate; (None, None): the raw per-frame fit."""
@@ -94,23 +100,41 @@ def mocap_rows(lifter, noise_px: float, cameras: int = 4) -> list[dict]:
     return rows
 
 
-def trial_rows(lifter, fps: float = 60.0) -> list[dict]:
-    """The balancing trial, each camera against the triangulation."""
-    cams = read_cameras(TRIAL, f"{TRIAL}/Calib.qca.txt")
-    tri = triangulate_cameras(cams)
-    points = torch.from_numpy(tri.points)
-    hips = [tri.names.index("l_hip"), tri.names.index("r_hip")]
+def recording_rows(lifter, set_name: str, tracks: str, calib: str, people: bool = False,
+                   fps: float = 60.0) -> list[dict]:  # fmt: skip
+    """A calibrated recording, each camera's lift against the triangulation: one person
+    (:func:`~tensorpose.multiview.triangulate_cameras`), or with ``people`` every person of
+    :func:`~tensorpose.multiperson.triangulate_cameras_people` (as ``eval-wild --people
+    auto``), each lifted in every camera whose view it was associated in."""
+    cams = read_cameras(tracks, calib)
+    tris = triangulate_cameras_people(cams) if people else [triangulate_cameras(cams)]
     cal = cams.calibration
     rows = []
-    for c, cam in enumerate(cams.names):  # one monocular lift per camera (four)
-        kp = _associated_person(cams.detections[c], tri.person[:, c])
-        size = tuple(int(v) for v in cal.size[c].tolist())
-        r = lift_keypoints(Keypoints2D(kp, cams.layout, "as triangulated", "openpose"), lifter,
-                           size, cal.K[c], dist=cal.dist[c], fps=fps)  # fmt: skip
-        ref = (points @ cal.R[c].double().T + cal.t[c].double())[:, hips].mean(1)
-        for name, traj in candidates(r["root_raw"], fps).items():
-            rows.append({"set": "trial", "clip": cam, "method": name,
-                         **trajectory_errors(traj, ref, fps)})  # fmt: skip
+    for p, tri in enumerate(tris):  # a person or two
+        points = torch.from_numpy(tri.points)
+        hips = [tri.names.index("l_hip"), tri.names.index("r_hip")]
+        for c, cam in enumerate(cams.names):  # one monocular lift per camera (four)
+            if (tri.person[:, c] < 0).all():
+                continue  # not seen by this camera
+            kp = _associated_person(cams.detections[c], tri.person[:, c])
+            size = tuple(int(v) for v in cal.size[c].tolist())
+            ref = (points @ cal.R[c].double().T + cal.t[c].double())[:, hips].mean(1)
+            try:
+                r = lift_keypoints(Keypoints2D(kp, cams.layout, "as triangulated", "openpose"),
+                                   lifter, size, cal.K[c], dist=cal.dist[c], fps=fps)  # fmt: skip
+                found = candidates(r["root_raw"], fps)
+                clip = f"p{p + 1} {cam}" if people else cam
+                rows += [
+                    {
+                        "set": set_name,
+                        "clip": clip,
+                        "method": name,
+                        **trajectory_errors(traj, ref, fps),
+                    }
+                    for name, traj in found.items()
+                ]
+            except ValueError as e:  # too few frames where lift and reference are both valid
+                print(f"{set_name} p{p + 1} {cam}: not measured ({e})")
     return rows
 
 
@@ -137,19 +161,30 @@ def main() -> None:
     ap.add_argument("--checkpoint", default=None)
     ap.add_argument("--noise-px", type=float, default=2.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--two-people",
+        default=None,
+        metavar="DIR",
+        help="also the two-person recording: the OpenPose folders that tensorpose "
+        "predict wrote for its videos (e.g. tp/openpose)",
+    )
+    ap.add_argument("--two-people-calib", default=TWO_PEOPLE_CALIB)
     a = ap.parse_args()
     torch.set_num_threads(1)
     lifter = load_lifter(a.checkpoint)
-    rows = mocap_rows(lifter, a.noise_px) + trial_rows(lifter)
-    table(rows, "mocap")
-    table(rows, "trial")
-    trial = [r for r in rows if r["set"] == "trial" and r["method"] == "raw fit"]
-    print("\ntrial: scale, static-root error mm, distance travelled by the reference m")
-    for r in trial:
-        print(
-            f"  {r['clip']:<8s} scale {r['scale']:.3f}  static {r['static_mm']:.0f} mm  "
-            f"reference {r['distance_ref_m']:.3f} m over {r['frames']} frames"
-        )
+    rows = mocap_rows(lifter, a.noise_px)
+    rows += recording_rows(lifter, "trial", TRIAL, f"{TRIAL}/Calib.qca.txt")
+    sets = ["mocap", "trial"]
+    if a.two_people:
+        rows += recording_rows(lifter, "two people", a.two_people, a.two_people_calib, True)
+        sets.append("two people")
+    for name in sets:
+        table(rows, name)
+    for name in sets[1:]:
+        print(f"\n{name}: scale, static-root error mm, distance travelled by the reference m")
+        for r in (r for r in rows if r["set"] == name and r["method"] == "raw fit"):
+            print(f"  {r['clip']:<10s} scale {r['scale']:.3f}  static {r['static_mm']:.0f} mm  "
+                  f"reference {r['distance_ref_m']:.3f} m over {r['frames']} frames")  # fmt: skip
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"checkpoint": str(lifter.path), "noise_px": a.noise_px, "rows": rows}, f,
