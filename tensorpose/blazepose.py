@@ -212,9 +212,11 @@ class BlazePoseTracker:
     """Video mode over ``streams`` videos at once; call :meth:`step` with one frame of each.
 
     Person ``j`` of a stream keeps slot ``j`` (its track id) while it is tracked; its next
-    ROI comes from its auxiliary landmarks. A stream runs the detector when it tracks nobody
-    or lost someone in the previous frame; a new detection whose centre lies within a quarter
-    side of a tracked person's ROI is the same person and is dropped.
+    ROI comes from its auxiliary landmarks. A stream runs the detector while it tracks fewer
+    than ``max_people`` people (as MediaPipe's ``PoseLandmarker`` in video mode: with one
+    person, when it tracks nobody), so that a person who comes into view, or who was hidden
+    when tracking began, is found; a new detection whose centre lies within a quarter side of
+    a tracked person's ROI is the same person and is dropped.
     """
 
     def __init__(self, bp: BlazePose, streams: int, max_people: int = 1, smooth: bool = True,
@@ -310,7 +312,5 @@ class BlazePoseTracker:
         self.center[st, slot], self.side[st, slot], self.rotation[st, slot] = c, s, r
         self.live[st, slot] = keep
         self.started[st, slot] = keep  # a lost person's filters restart
-        lost = torch.zeros(self.S, dtype=torch.bool, device=keep.device)
-        lost[st[~keep]] = True
-        self.redetect = (lost | ~self.live.any(1)).cpu()
+        self.redetect = (self.live.sum(1) < self.N).cpu()
         return {k: v[keep] for k, v in out.items()}, st[keep], slot[keep]

@@ -81,6 +81,30 @@ def test_tracker_follows_and_batches_streams(bp, frames):
     assert tr.redetect.all()
 
 
+def test_tracker_finds_a_person_who_comes_into_view(bp):
+    """With ``max_people=2`` a stream that tracks one person keeps running the detector (as
+    MediaPipe's PoseLandmarker in video mode does while it tracks fewer than ``num_poses``):
+    a second person who was hidden in the first frame is found in the next, with the landmarks
+    image mode gives that person, and once both are tracked the detector rests."""
+    full = read_image(IMAGES[0].parent / "000000000790.jpg")  # two people, left and right
+    hidden = full.copy()
+    hidden[:, :300] = 128  # the left person out of view
+    images, sizes = pad_frames([hidden, full], torch.device("cpu"))
+    want = image_people(bp, images[1:], sizes[1:], max_people=2)[0]
+    assert len(want["scores"]) == 2
+    tr = BlazePoseTracker(bp, streams=1, max_people=2, smooth=False)
+    first = tr.step(images[:1], sizes[:1])[0]
+    assert len(first["scores"]) == 1 and tr.detections == 1 and tr.redetect.all()
+    second = tr.step(images[1:], sizes[1:])[0]
+    assert tr.detections == 2 and sorted(second["track"].tolist()) == [0, 1]
+    new = second["keypoints"][second["track"] == 1][0]
+    left = want["keypoints"][int(want["boxes"][:, 0].argmin())]
+    d = (new[:, :2] - left[:, :2]).norm(dim=-1)
+    assert d.median() < 0.5, d  # pixels: the same detection and crop as image mode
+    tr.step(images[1:], sizes[1:])
+    assert tr.detections == 2 and not tr.redetect.any()
+
+
 def test_image_mode_equals_mediapipe_on_bundled_pictures(bp, device):
     """image_people on three bundled pictures against mediapipe==0.10.14's own
     ``mp.solutions.pose`` (static_image_mode=True) on the same pixels, recorded by

@@ -267,6 +267,31 @@ def test_video_overlay_mp4(ckpt, tmp_path):
     assert n == T
 
 
+def test_video_a_codec_padding_apart_is_drawn_on(ckpt, tmp_path, capsys):
+    """A video 8 px narrower than the calibrated image (an encoder's 16-pixel blocks: 1080 vs
+    1088) is drawn on as is, with a one-line notice; 16 px apart is another image: refused."""
+    cv2 = pytest.importorskip("cv2")
+    W, H, T = 96, 64, 6
+    kp = to_h36m17(_track(CAM01), "BODY_25B")[:T].numpy()
+    kp[..., 0] *= W / SIZE[0]
+    kp[..., 1] *= H / SIZE[1]
+    src = _write_npz(tmp_path / "rec.npz", kp)
+    for dw, ok in ((8, True), (16, False)):
+        vid = tmp_path / f"rec{dw}.mp4"
+        w = cv2.VideoWriter(str(vid), cv2.VideoWriter_fourcc(*"mp4v"), 10, (W - dw, H))
+        for _ in range(T):
+            w.write(np.zeros((H, W - dw, 3), np.uint8))
+        w.release()
+        args = ["lift", str(src), "--checkpoint", str(ckpt), "--layout", "H36M_17", "--size",
+                f"{W}x{H}", "--video", str(vid), "--fps", "10", "--quiet", "--out",
+                str(tmp_path / f"o{dw}")]  # fmt: skip
+        assert main(args) == (0 if ok else 2)
+        err = capsys.readouterr().err
+        lines = [x for x in err.splitlines() if f"is {W - dw}x{H} but the image size" in x]
+        assert len(lines) == 1 and str(vid) in lines[0]
+        assert (tmp_path / f"o{dw}" / "rec.mp4").exists() == ok
+
+
 def test_videopose3d_checkpoint_equals_direct_call(tmp_path):
     from tensorpose.io.videopose3d import load_videopose3d, videopose3d_normalize
 

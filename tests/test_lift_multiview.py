@@ -89,6 +89,24 @@ def test_eval_wild(ckpt, tmp_path, capsys):
     assert "test-time flip" in text and "mean" in text
 
 
+def test_eval_wild_compares_only_the_frames_a_camera_saw(ckpt, tmp_path, capsys):
+    """Frames where a camera has none of the person's keypoints are bridged in time by the
+    lift; they are not that camera's estimate and are left out of its row."""
+    tracks = tmp_path / "t"
+    shutil.copytree(TRACKS, tracks)
+    files = sorted((tracks / "cam02_json").glob("*.json"))
+    for f in files[20:50]:  # cam02 sees nobody in 30 frames
+        d = json.loads(f.read_text())
+        d["people"] = []
+        f.write_text(json.dumps(d))
+    argv = ["eval-wild", str(tracks), "--calib", str(tracks / CALIB.name),
+            "--checkpoint", str(ckpt), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    rows = {c["camera"]: c for c in json.loads(capsys.readouterr().out)["cameras"]}
+    assert 0 < rows["cam_02"]["frames"] <= len(files) - 30
+    assert all(rows[c]["frames"] > len(files) - 30 for c in ("cam_01", "cam_03", "cam_04"))
+
+
 def test_eval_wild_from_the_projected_reference(ckpt, capsys):
     """``--reference-2d``: each camera lifts the triangulated keypoints projected into it
     (equal to cv2.projectPoints with the camera's distortion; NaN stays missing)."""

@@ -6,7 +6,8 @@ person the triangulation associated in that camera's view (per frame) is lifted 
 ``tensorpose lift`` does (the image size and ``K`` from the calibration; missing joints
 bridged) and compared with the triangulated joints moved into that camera's frame by its
 ``R``, ``t`` (:func:`tensorpose.metrics.compare_with_reference`: the 12 limb joints, mid-hip
-root, frames where both are valid). Nothing is written.
+root, frames where both are valid and the camera saw the person: frames where it had none of
+the person's joints, bridged in time by the lift, are left out). Nothing is written.
 """
 
 from __future__ import annotations
@@ -142,8 +143,12 @@ def _camera_rows(tri, cams, lifter, how: tuple[bool, bool, bool],
         except ValueError as e:
             rows.append({"camera": cam, "folder": folder.name, "error": str(e)})
             continue
+        # frames where this camera has none of the person's joints were bridged in time by
+        # the lift: not this camera's own estimate, so not compared
+        seen = ~r["missing"].all(1)
+        joints = torch.where(seen[:, None, None], r["joints"], float("nan"))
         m = compare_with_reference(
-            r["joints"], lifter.skeleton_out.names, points, tri.names, cal.R[c], cal.t[c]
+            joints, lifter.skeleton_out.names, points, tri.names, cal.R[c], cal.t[c]
         )
         rows.append({"camera": cam, "folder": folder.name, **m,
                      "bridged_joints": r["bridged_joints"]})  # fmt: skip

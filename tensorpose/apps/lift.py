@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -84,17 +85,27 @@ def _check_inside_image(keypoints: torch.Tensor, size, src: Path) -> None:
         )
 
 
+CODEC_PAD_PX = 16
+"""Video encoders store frames in 16 x 16 blocks: a 1080-pixel side may be calibrated as 1088."""
+
+
 def _check_video(video: str | os.PathLike, frames: int, size) -> None:
-    """The video's frame count must equal ``frames`` and its size the image size."""
+    """The video's frame count must equal ``frames`` and its size the image size, or differ
+    from it by less than :data:`CODEC_PAD_PX` per side (an encoder's padding or crop, which
+    leaves the pixel coordinates as they are: drawn as is, with a one-line notice)."""
     try:
         n, _, vsize = video_info(video)
     except ValueError as e:
         raise ValueError(f"--video {e}") from None
     if n > 0 and n != frames:
         raise ValueError(f"--video {video} has {n} frames but the keypoints have {frames}")
-    if size is not None and tuple(size) != tuple(vsize):
-        raise ValueError(f"--video is {vsize[0]}x{vsize[1]} but the image size is "
-                         f"{size[0]}x{size[1]}")  # fmt: skip
+    if size is None or tuple(size) == tuple(vsize):
+        return
+    what = f"--video {video} is {vsize[0]}x{vsize[1]} but the image size is {size[0]}x{size[1]}"
+    if any(abs(int(a) - int(b)) >= CODEC_PAD_PX for a, b in zip(size, vsize, strict=True)):
+        raise ValueError(what)
+    print(f"tensorpose lift: {what}: drawn on as is (the difference of under {CODEC_PAD_PX} px "
+          "is taken for an encoder's padding)", file=sys.stderr)  # fmt: skip
 
 
 def lift(
