@@ -19,7 +19,8 @@ Two sets:
   (``tensorpose/assets/tracks/openpose_body25b``, 4 cameras, 100 frames at 60 fps); each camera
   lifts the person the triangulation associated in its view (as ``tensorpose eval-wild``); the
   reference is the triangulated mid-hip (``tensorpose triangulate``'s points) moved into that
-  camera's frame with the calibration's ``R``, ``t``; with ``--two-people DIR`` also the
+  camera's frame with the calibration's ``R``, ``t`` (frames where the camera had none of
+  the person's keypoints are left out, as in ``eval-wild``); with ``--two-people DIR`` also the
   two-person recording (``../shared/data/videos/two_people``, 100 frames at 60 fps) from
   BlazePose's 2D (``tensorpose predict VIDEOS --model blazepose --max-people 2 --out tp``,
   then ``--two-people tp/openpose``), every person against its own triangulation.
@@ -123,6 +124,8 @@ def recording_rows(lifter, set_name: str, tracks: str, calib: str, people: bool 
                 r = lift_keypoints(Keypoints2D(kp, cams.layout, "as triangulated", "openpose"),
                                    lifter, size, cal.K[c], dist=cal.dist[c], fps=fps)  # fmt: skip
                 found = candidates(r["root_raw"], fps)
+                seen = ~r["missing"].all(1)[:, None]  # frames bridged in time: not compared
+                found = {k: torch.where(seen, v, float("nan")) for k, v in found.items()}
                 clip = f"p{p + 1} {cam}" if people else cam
                 rows += [
                     {

@@ -6,8 +6,10 @@ landmarks -> image pixels, as batched tensor code on the networks' device.
   ROIs per frame, one landmark pass over every ROI of the batch.
 - Video mode (:class:`BlazePoseTracker`): one frame of each of ``S`` streams (the cameras of a
   recording) per call; a person's next ROI comes from its landmarks (the auxiliary alignment
-  points 33 and 34), and a stream runs the detector again when it tracks nobody or lost a
-  person (pose presence below ``min_presence``); with MediaPipe's landmark smoothing
+  points 33 and 34), a person whose pose presence falls below ``min_presence`` is lost, and
+  a stream runs the detector while it tracks fewer than ``max_people`` people (MediaPipe's
+  ``PoseLandmarker`` in video mode: with one person, only when it tracks nobody); with
+  MediaPipe's landmark smoothing
   (One-Euro filters, :meth:`BlazePoseTracker._smoothed`) unless ``smooth=False``.
 
 Frames come as ``(B, H, W, 3)`` uint8 RGB (``pad_frames``: zero-padded to the largest, with
