@@ -11,7 +11,8 @@ Outputs in ``out_dir``:
 - ``openpose/<name>_<frame:012d>_keypoints.json``: OpenPose per-frame JSON in the ``COCO_18``
   layout (:func:`tensorpose.layouts.to_coco18`), people scoring at least ``min_score``;
   ``<name>`` is the image's or video's stem (frame 0 for an image);
-- pictures: ``drawn/<image file name>`` for images, ``<video stem>.mp4`` (mp4v) for a video.
+- pictures: ``drawn/<image file name>`` for images, ``<video stem>.mp4`` for a video (H.264 with
+  ``imageio-ffmpeg``, else mp4v: :class:`~tensorpose.io.video.VideoWriter`).
 
 With ``--model blazepose`` a video runs in video mode (``tracking``, see
 :class:`~tensorpose.blazepose.BlazePoseTracker`: the next region of interest from the smoothed
