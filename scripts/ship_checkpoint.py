@@ -2,10 +2,12 @@
 data (e.g. the lifter's mean pose) with their checksums; no optimiser, scheduler or RNG state.
 
     PYTHONPATH=. python scripts/ship_checkpoint.py runs/lift_wild/best.pt \
-        tensorpose/assets/models/lifter_wild.pt [--val 131_03]
+        tensorpose/assets/models/lifter_wild.pt [--val 131_03] [--half]
 
 ``--val``: the held-out takes ``tensorpose eval MODEL`` scores without ``--bvh`` (stored as the
-config's ``data.val``), for a recipe whose own hold-outs lie outside the package.
+config's ``data.val``), for a recipe whose own hold-outs lie outside the package. ``--half``:
+store the floating-point weights as float16 (half the file; loading casts them back to the
+model's float32, so only the weights' rounding changes).
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ def main() -> None:
     ap.add_argument(
         "--val", nargs="+", default=None, help="data.val of the shipped config (what eval scores)"
     )
+    ap.add_argument("--half", action="store_true", help="store the weights as float16")
     args = ap.parse_args()
     _, model, cfg, extra = load_model(args.checkpoint, "cpu")
+    if args.half:
+        model = model.half()  # floating-point parameters and buffers; the step counters stay
     config = config_to_dict(cfg)
     if args.val:
         config["data"]["val"] = list(args.val)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import runpy
 import sys
@@ -16,7 +17,8 @@ from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
 from tensorpose.inference import load_model
 from tensorpose.ops.camera import normalize_screen
 from tensorpose.tasks import build_task
-from tensorpose.tasks.lifting import LiftSynthConfig
+from tensorpose.tasks.lifting import LiftingTask, LiftSynthConfig
+from tensorpose.train.checkpoint import save_checkpoint
 from tensorpose.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,6 +174,31 @@ def test_kinematic_batches_pass_through_prepare():
     assert torch.isfinite(res["loss"])
 
 
+def test_half_stored_weights_load_as_float32(tmp_path):
+    """A checkpoint written from a float16 copy of a model (ship_checkpoint.py --half) loads
+    into the float32 model with the float16-rounded weights: its predictions equal those of
+    the float32 model given the same rounded weights, and differ from the unrounded model's
+    by the rounding only."""
+    cfg = load_config(None, ["model.channels=32", "model.receptive_field=9"])
+    torch.manual_seed(0)
+    model = LiftingTask.build_model(cfg).eval()
+    half = save_checkpoint(tmp_path / "h.pt", copy.deepcopy(model).half(), config_to_dict(cfg))
+    _, loaded, _, _ = load_model(half, "cpu")
+    assert all(p.dtype == torch.float32 for p in loaded.parameters())
+    rounded = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in rounded.parameters():
+            p.copy_(p.half().float())
+        for b in rounded.buffers():
+            if b.is_floating_point():
+                b.copy_(b.half().float())
+    x = torch.rand(2, 20, 17, 2) - 0.5
+    with torch.no_grad():
+        got, want, exact = (m.predict(x) for m in (loaded, rounded, model))
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert 0 < (got - exact).abs().max() < 1e-2 * exact.abs().max()
+
+
 def test_bundled_wild_lifter_loads():
     path = ROOT / "tensorpose" / "assets" / "models" / "lifter_wild.pt"
     assert path.stat().st_size <= 20e6
@@ -184,3 +211,7 @@ def test_bundled_wild_lifter_loads():
     assert extra["mean_pose"].shape == (17, 3)
     payload = torch.load(path, map_location="cpu", weights_only=True)
     assert not {"optimizer", "scheduler", "rng", "history"} & set(payload)
+    # stored as float16 (scripts/ship_checkpoint.py --half), run in float32
+    assert {v.dtype for v in payload["model"].values() if v.is_floating_point()} == {torch.float16}
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert path.stat().st_size <= 10e6  # the issue's limit for a lifter that ships
