@@ -82,7 +82,8 @@ def camera_rows(tracks: str, calib: str, checkpoint: str | None, reference_2d: b
                            size, cal.K[c], False, 0.3, cal.dist[c], reproject)  # fmt: skip
         p = r["joints"][:, pi].double()
         q = pts[:, ri] @ cal.R[c].double().T + cal.t[c].double()
-        ok = torch.isfinite(p).flatten(1).all(1) & torch.isfinite(q).flatten(1).all(1)
+        seen = ~r["missing"].all(1)  # as eval-wild: frames bridged in time are left out
+        ok = seen & torch.isfinite(p).flatten(1).all(1) & torch.isfinite(q).flatten(1).all(1)
         p = p[ok] - p[ok][:, hips].mean(1, keepdim=True)
         q = q[ok] - q[ok][:, hips].mean(1, keepdim=True)
         e = _aligned_error(p, q) * 1000

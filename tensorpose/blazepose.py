@@ -9,8 +9,8 @@ landmarks -> image pixels, as batched tensor code on the networks' device.
   points 33 and 34), a person whose pose presence falls below ``min_presence`` is lost, and
   a stream runs the detector while it tracks fewer than ``max_people`` people (MediaPipe's
   ``PoseLandmarker`` in video mode: with one person, only when it tracks nobody); with
-  MediaPipe's landmark smoothing
-  (One-Euro filters, :meth:`BlazePoseTracker._smoothed`) unless ``smooth=False``.
+  MediaPipe's landmark smoothing (One-Euro filters, :meth:`BlazePoseTracker._smoothed`)
+  unless ``smooth=False``.
 
 Frames come as ``(B, H, W, 3)`` uint8 RGB (``pad_frames``: zero-padded to the largest, with
 their ``(B, 2)`` sizes ``(w, h)``). People come back per frame as ``keypoints (n, 33, 3)``
