@@ -39,7 +39,7 @@ import zlib
 import numpy as np
 import torch
 
-from tensorpose.apps.eval_wild import _associated_person
+from tensorpose.apps.eval_wild import camera_lifts
 from tensorpose.data.mocap import CameraSpec, load_bvh_sequences
 from tensorpose.io.tracks import Keypoints2D
 from tensorpose.lift3d import lift_keypoints, load_lifter
@@ -109,35 +109,24 @@ def recording_rows(lifter, set_name: str, tracks: str, calib: str, people: bool 
     auto``), each lifted in every camera whose view it was associated in."""
     cams = read_cameras(tracks, calib)
     tris = triangulate_cameras_people(cams) if people else [triangulate_cameras(cams)]
-    cal = cams.calibration
     rows = []
     for p, tri in enumerate(tris):  # a person or two
-        points = torch.from_numpy(tri.points)
         hips = [tri.names.index("l_hip"), tri.names.index("r_hip")]
-        for c, cam in enumerate(cams.names):  # one monocular lift per camera (four)
-            if (tri.person[:, c] < 0).all():
-                continue  # not seen by this camera
-            kp = _associated_person(cams.detections[c], tri.person[:, c])
-            size = tuple(int(v) for v in cal.size[c].tolist())
-            ref = (points @ cal.R[c].double().T + cal.t[c].double())[:, hips].mean(1)
+        for v in camera_lifts(tri, cams, lifter, fps=fps):  # one lift per camera (four)
+            clip = f"p{p + 1} {v['camera']}" if people else v["camera"]
+            if v.get("error") == "not seen by it":
+                continue
             try:
-                r = lift_keypoints(Keypoints2D(kp, cams.layout, "as triangulated", "openpose"),
-                                   lifter, size, cal.K[c], dist=cal.dist[c], fps=fps)  # fmt: skip
-                found = candidates(r["root_raw"], fps)
-                seen = ~r["missing"].all(1)[:, None]  # frames bridged in time: not compared
-                found = {k: torch.where(seen, v, float("nan")) for k, v in found.items()}
-                clip = f"p{p + 1} {cam}" if people else cam
-                rows += [
-                    {
-                        "set": set_name,
-                        "clip": clip,
-                        "method": name,
-                        **trajectory_errors(traj, ref, fps),
-                    }
-                    for name, traj in found.items()
-                ]
-            except ValueError as e:  # too few frames where lift and reference are both valid
-                print(f"{set_name} p{p + 1} {cam}: not measured ({e})")
+                if "error" in v:
+                    raise ValueError(v["error"])
+                ref = v["reference"][:, hips].mean(1)
+                seen = v["seen"][:, None]  # frames bridged in time: not compared
+                for name, traj in candidates(v["lift"]["root_raw"], fps).items():
+                    traj = torch.where(seen, traj, float("nan"))
+                    rows.append({"set": set_name, "clip": clip, "method": name,
+                                 **trajectory_errors(traj, ref, fps)})  # fmt: skip
+            except ValueError as e:  # not liftable, or too few frames to compare
+                print(f"{set_name} {clip}: not measured ({e})")
     return rows
 
 

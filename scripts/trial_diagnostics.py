@@ -18,9 +18,8 @@ from pathlib import Path
 
 import torch
 
-from tensorpose.apps.eval_wild import _associated_person, _projected_reference
-from tensorpose.io.tracks import Keypoints2D
-from tensorpose.lift3d import lift_keypoints, load_lifter
+from tensorpose.apps.eval_wild import camera_lifts
+from tensorpose.lift3d import load_lifter
 from tensorpose.metrics import LIMB_JOINTS
 from tensorpose.multiview import read_cameras, triangulate_cameras
 from tensorpose.ops.procrustes import procrustes_align
@@ -66,24 +65,17 @@ def camera_rows(tracks: str, calib: str, checkpoint: str | None, reference_2d: b
     lifter = load_lifter(checkpoint, "cpu")
     cams = read_cameras(tracks, calib, None)
     tri = triangulate_cameras(cams, min_confidence=0.3, device="cpu", max_reprojection_px=15.0)
-    pts = torch.from_numpy(tri.points).double()
-    cal = cams.calibration
     pi = [list(lifter.skeleton_out.names).index(n) for n in LIMB_JOINTS]
     ri = [list(tri.names).index(n) for n in LIMB_JOINTS]
     hips = [J("l_hip"), J("r_hip")]
     rows = []
-    for c, name in enumerate(cams.names):  # four cameras
-        if reference_2d:
-            kp = _projected_reference(pts, cal.K[c], cal.dist[c], cal.R[c], cal.t[c])
-        else:
-            kp = _associated_person(cams.detections[c], tri.person[:, c])
-        size = tuple(int(v) for v in cal.size[c].tolist())
-        r = lift_keypoints(Keypoints2D(kp, cams.layout, "as triangulated", "openpose"), lifter,
-                           size, cal.K[c], False, 0.3, cal.dist[c], reproject)  # fmt: skip
-        p = r["joints"][:, pi].double()
-        q = pts[:, ri] @ cal.R[c].double().T + cal.t[c].double()
-        seen = ~r["missing"].all(1)  # as eval-wild: frames bridged in time are left out
-        ok = seen & torch.isfinite(p).flatten(1).all(1) & torch.isfinite(q).flatten(1).all(1)
+    for v in camera_lifts(tri, cams, lifter, reproject=reproject, reference_2d=reference_2d):
+        if "error" in v:  # four cameras
+            raise SystemExit(f"{v['camera']}: {v['error']}")
+        p = v["lift"]["joints"][:, pi].double()
+        q = v["reference"][:, ri]
+        # as eval-wild: frames the camera did not see (bridged in time) are left out
+        ok = v["seen"] & torch.isfinite(p).flatten(1).all(1) & torch.isfinite(q).flatten(1).all(1)
         p = p[ok] - p[ok][:, hips].mean(1, keepdim=True)
         q = q[ok] - q[ok][:, hips].mean(1, keepdim=True)
         e = _aligned_error(p, q) * 1000
@@ -91,7 +83,7 @@ def camera_rows(tracks: str, calib: str, checkpoint: str | None, reference_2d: b
         ratio = {f"{a}-{b}": float(_length(p, a, b).mean() / s / _length(q, a, b).mean())
                  for a, b in (*WIDTHS, *BONES)}  # fmt: skip
         rows.append({
-            "camera": name, "p_mpjpe_mm": float(e.norm(dim=-1).mean()),
+            "camera": v["camera"], "p_mpjpe_mm": float(e.norm(dim=-1).mean()),
             "depth_rms_mm": float(e[..., 2].pow(2).mean().sqrt()),
             "sideways_rms_mm": float(e[..., :2].pow(2).sum(-1).mean().sqrt()),
             "per_joint_mm": dict(zip(LIMB_JOINTS, e.norm(dim=-1).mean(0).tolist(), strict=True)),
@@ -99,7 +91,7 @@ def camera_rows(tracks: str, calib: str, checkpoint: str | None, reference_2d: b
             "p_mpjpe_reference_lengths_mm": float(
                 (_aligned_error(with_lengths(p, q), q) * 1000).norm(dim=-1).mean()),
         })  # fmt: skip
-    ref = pts[:, ri]
+    ref = torch.from_numpy(tri.points)[:, ri]
     spread = {}
     for a, b in BONES:  # eight bones
         L = _length(ref, a, b) * 1000

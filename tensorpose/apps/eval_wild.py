@@ -13,6 +13,7 @@ the person's joints, bridged in time by the lift, are left out). Nothing is writ
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..multiperson import triangulate_cameras_people
 from ..multiview import read_cameras, summarize, triangulate_cameras
 from ..ops.camera import project_points
 
-__all__ = ["eval_wild", "summary"]
+__all__ = ["camera_lifts", "eval_wild", "summary"]
 
 
 def _associated_person(frames: list[np.ndarray], chosen: np.ndarray) -> torch.Tensor:
@@ -117,41 +118,61 @@ def eval_wild(
     }  # fmt: skip
 
 
-def _camera_rows(tri, cams, lifter, how: tuple[bool, bool, bool],
-                 min_confidence: float) -> list[dict]:  # fmt: skip
-    """One person's rows: each camera's lift of the detection the triangulation associated
-    in its view, against that person's triangulated joints in the camera's frame."""
-    flip, reproject, reference_2d = how
-    points = torch.from_numpy(tri.points)  # (T, J, 3) world, NaN where not valid
+def camera_lifts(tri, cams, lifter, *, flip: bool = False, reproject: bool = False,
+                 reference_2d: bool = False, min_confidence: float = 0.3,
+                 fps: float | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """Each camera's monocular lift of one triangulated person, as ``eval-wild`` makes it.
+
+    Per camera (of ``cams``, :func:`tensorpose.multiview.read_cameras`): the detection the
+    triangulation ``tri`` associated in its view per frame (with ``reference_2d``: the
+    triangulated keypoints projected into it) lifted by :func:`tensorpose.lift3d.lift_keypoints`
+    with ``flip``, ``reproject``, ``fps``. Yields ``{camera, folder}`` plus either ``error``
+    (not seen by the camera, or not liftable) or ``lift`` (``lift_keypoints``' dict), ``seen``
+    ``(T,)`` (frames where the camera had some of the person's joints: the others were bridged
+    in time by the lift, not this camera's estimate) and ``reference`` ``(T, J, 3)`` (the
+    triangulated joints, ``tri.names``, in the camera's frame; NaN where not valid).
+    """
+    points = torch.from_numpy(tri.points).double()  # (T, J, 3) world, NaN where not valid
     cal = cams.calibration
-    rows = []
     for c, (cam, folder) in enumerate(zip(cams.names, cams.folders, strict=True)):
         # one camera at a time: each is a separate monocular lift (a handful of cameras)
+        out: dict[str, Any] = {"camera": cam, "folder": folder.name}
         if reference_2d:
             kp = _projected_reference(points, cal.K[c], cal.dist[c], cal.R[c], cal.t[c])
         elif (tri.person[:, c] < 0).all():
-            rows.append({"camera": cam, "folder": folder.name, "error": "not seen by it"})
+            yield {**out, "error": "not seen by it"}
             continue
         else:
             kp = _associated_person(cams.detections[c], tri.person[:, c])
         k2d = Keypoints2D(kp, cams.layout, "as triangulated", "openpose")
         size = tuple(int(v) for v in cal.size[c].tolist())
         try:
-            r = lift_keypoints(
-                k2d, lifter, size, cal.K[c], flip, min_confidence, cal.dist[c], reproject
-            )
+            r = lift_keypoints(k2d, lifter, size, cal.K[c], flip, min_confidence, cal.dist[c],
+                               reproject, fps)  # fmt: skip
         except ValueError as e:
-            rows.append({"camera": cam, "folder": folder.name, "error": str(e)})
+            yield {**out, "error": str(e)}
             continue
-        # frames where this camera has none of the person's joints were bridged in time by
-        # the lift: not this camera's own estimate, so not compared
-        seen = ~r["missing"].all(1)
-        joints = torch.where(seen[:, None, None], r["joints"], float("nan"))
-        m = compare_with_reference(
-            joints, lifter.skeleton_out.names, points, tri.names, cal.R[c], cal.t[c]
-        )
-        rows.append({"camera": cam, "folder": folder.name, **m,
-                     "bridged_joints": r["bridged_joints"]})  # fmt: skip
+        ref = points @ cal.R[c].double().T + cal.t[c].double()
+        yield {**out, "lift": r, "seen": ~r["missing"].all(1), "reference": ref}
+
+
+def _camera_rows(tri, cams, lifter, how: tuple[bool, bool, bool],
+                 min_confidence: float) -> list[dict]:  # fmt: skip
+    """One person's rows: each camera's lift of the detection the triangulation associated
+    in its view, against that person's triangulated joints in the camera's frame, on the
+    frames the camera saw."""
+    flip, reproject, reference_2d = how
+    rows = []
+    for v in camera_lifts(tri, cams, lifter, flip=flip, reproject=reproject,
+                          reference_2d=reference_2d, min_confidence=min_confidence):  # fmt: skip
+        row = {"camera": v["camera"], "folder": v["folder"]}
+        if "error" in v:
+            rows.append({**row, "error": v["error"]})
+            continue
+        r = v["lift"]
+        joints = torch.where(v["seen"][:, None, None], r["joints"], float("nan"))
+        m = compare_with_reference(joints, lifter.skeleton_out.names, v["reference"], tri.names)
+        rows.append({**row, **m, "bridged_joints": r["bridged_joints"]})
     return rows
 
 
