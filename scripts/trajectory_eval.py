@@ -179,7 +179,7 @@ def main() -> None:
                   f"reference {r['distance_ref_m']:.3f} m over {r['frames']} frames")  # fmt: skip
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"checkpoint": str(lifter.path), "noise_px": a.noise_px, "rows": rows}, f,
+            json.dump({"checkpoint": a.checkpoint or "bundled lifter_wild.pt", "noise_px": a.noise_px, "rows": rows}, f,
                       indent=1)  # fmt: skip
 
 
