@@ -179,8 +179,8 @@ def main() -> None:
                   f"reference {r['distance_ref_m']:.3f} m over {r['frames']} frames")  # fmt: skip
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"checkpoint": a.checkpoint or "bundled lifter_wild.pt", "noise_px": a.noise_px, "rows": rows}, f,
-                      indent=1)  # fmt: skip
+            who = a.checkpoint or "bundled lifter_wild.pt"
+            json.dump({"checkpoint": who, "noise_px": a.noise_px, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
