@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import base_parser, devices, print_table, timeit, write_json
 from benchmarks.naive2d import plain_opencv_augment
-from tensorpose.augment import AugmentConfig, CpuAugment, DeviceAugment
+from tensorpose.augment.crops import AugmentConfig, CpuAugment, DeviceAugment
 from tensorpose.data.images import TopDownDataset, collate_topdown
 from tensorpose.skeleton import get_skeleton
 

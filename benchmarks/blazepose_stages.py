@@ -25,7 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import base_parser, devices, timeit, write_json  # noqa: E402
-from tensorpose.blazepose import (  # noqa: E402
+from tensorpose.blazepose.geometry import (  # noqa: E402
+    decode_detections,
+    decode_landmarks,
+    letterbox_roi,
+    roi_matrix,
+    weighted_nms,
+)
+from tensorpose.blazepose.pipeline import (  # noqa: E402
     BlazePose,
     BlazePoseTracker,
     crop_rois,
@@ -33,13 +40,6 @@ from tensorpose.blazepose import (  # noqa: E402
     image_people,
 )
 from tensorpose.io.video import iter_frames  # noqa: E402
-from tensorpose.ops.blazepose import (  # noqa: E402
-    decode_detections,
-    decode_landmarks,
-    letterbox_roi,
-    roi_matrix,
-    weighted_nms,
-)
 from tensorpose.pose2d import pad_frames  # noqa: E402
 
 VIDEO = ROOT.parent / "shared/data/tracks/openpose_body25b/videos/cam01.mp4"

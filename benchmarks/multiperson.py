@@ -33,15 +33,15 @@ from benchmarks.naive2d import (
     multiperson_augment_loop,
     oks_nms_loop,
 )
-from tensorpose.augment import AugmentConfig, augment_matrices, sample_params
-from tensorpose.data.multiperson import (
+from tensorpose.augment.crops import AugmentConfig, augment_matrices, sample_params
+from tensorpose.centernet.data import (
     MultiPersonAugment,
     MultiPersonDataset,
     collate_multiperson,
     letterbox_windows,
     multiperson_targets,
 )
-from tensorpose.metrics2d import COCO_SIGMAS
+from tensorpose.metrics.pose2d import COCO_SIGMAS
 from tensorpose.skeleton import get_skeleton
 from tensorpose.tasks.centernet import CenterNet
 

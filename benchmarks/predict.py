@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import base_parser, devices, print_table, timeit, write_json
 from tensorpose.apps.predict import predict
+from tensorpose.centernet.model import build_model as centernet_model
 from tensorpose.io.coco import bundled_coco
-from tensorpose.models.centernet import build_model as centernet_model
 from tensorpose.models.heads import heatmap_pose_net
 from tensorpose.pose2d import PoseModel
 

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 import torch
 
-from tensorpose.augment import AugmentConfig, CpuAugment, sample_params
+from tensorpose.augment.crops import AugmentConfig, CpuAugment, sample_params
 from tensorpose.data.images import TopDownDataset
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 from tensorpose.skeleton import get_skeleton

@@ -33,7 +33,7 @@ from benchmarks.common import base_parser, devices, times, write_json
 from tensorpose.config import load_config
 from tensorpose.data.mocap import LiftingSet, load_bvh_sequences
 from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
-from tensorpose.models.lifter import TemporalLifter
+from tensorpose.lifting.model import TemporalLifter
 from tensorpose.ops import forward_kinematics
 from tensorpose.ops.poseaug_joints import (
     H36M17_LIMITS,

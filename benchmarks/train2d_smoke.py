@@ -21,10 +21,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import write_json
-from tensorpose.augment import AugmentConfig, CpuAugment, sample_params
+from tensorpose.augment.crops import AugmentConfig, CpuAugment, sample_params
 from tensorpose.data.images import TopDownDataset
 from tensorpose.losses import masked_mse, masked_mse_explicit
-from tensorpose.metrics2d import bbox_size, pck
+from tensorpose.metrics.pose2d import bbox_size, pck
 from tensorpose.models import deeppose
 from tensorpose.models.deeppose import denormalize_coords, normalize_coords
 from tensorpose.skeleton import get_skeleton

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import base_parser, devices, print_table, sync, timeit, write_json
 from benchmarks.naive2d import msra_heatmaps, plain_opencv_augment
 from tensorpose import losses
-from tensorpose.augment import CpuAugment
+from tensorpose.augment.crops import CpuAugment
 from tensorpose.config import load_config
 from tensorpose.data.images import TopDownDataset
 from tensorpose.models.deeppose import deeppose

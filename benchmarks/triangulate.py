@@ -1,7 +1,8 @@
 """Multi-view triangulation of the bundled four-camera OpenPose trial: the batched op vs a
 per-point NumPy loop doing the same steps, side by side in one process.
 
-Both run the whole pipeline of :func:`tensorpose.ops.association.triangulate_people` on the same
+Both run the whole pipeline of :func:`tensorpose.multiview.association.triangulate_people` on the
+same
 detections (100 frames x 4 cameras x 1-3 people x 25 joints): undistortion (OpenCV's 5
 fixed-point iterations), two-view DLT of every detection pair of every camera pair for the
 cross-view association, the winner's weighted DLT with camera dropping (leave-one-out by
@@ -9,7 +10,7 @@ default), reprojection errors.
 
 * ``naive numpy loop``: one frame, one detection pair, one joint, one camera at a time with
   ``np.linalg.svd`` per DLT and scalar maths for lens distortion and projection (the baseline).
-* ``tensorpose float64`` / ``float32``: :func:`~tensorpose.ops.association.triangulate_people`
+* ``tensorpose float64`` / ``float32``: :func:`~tensorpose.multiview.association.triangulate_people`
   on per-camera ``(T, P_c, J, 3)`` tensors.
 * ``tensorpose float64 + eigh``: the same with ``torch.linalg.eigh`` in place of the closed-form
   4 x 4 eigensolver, to show what that solver buys.
@@ -41,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import base_parser, device_name, print_table, sync, times, write_json
 from tensorpose.io.calibration import load_calibration
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
+from tensorpose.multiview.association import triangulate_people
+from tensorpose.multiview.triangulate import DROP_RULES
 from tensorpose.ops import dlt
-from tensorpose.ops.association import triangulate_people
-from tensorpose.ops.triangulate import DROP_RULES
 
 INF = math.inf
 

@@ -74,7 +74,7 @@ import torch
 case, folder = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 if case == "read":
-    from tensorpose.multiview import CHUNK_FRAMES, open_recording
+    from tensorpose.multiview.recording import CHUNK_FRAMES, open_recording
     rec = open_recording(folder, folder + "/Calib.qca.txt")
     people = 0
     for start in range(0, rec.frames, CHUNK_FRAMES):  # the chunks the triangulation reads

@@ -20,7 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.common import device_info  # noqa: E402
-from tensorpose.blazepose import BlazePose, image_people  # noqa: E402
+from tensorpose.blazepose.pipeline import BlazePose, image_people  # noqa: E402
 from tensorpose.io.video import read_image  # noqa: E402
 from tensorpose.pose2d import pad_frames  # noqa: E402
 

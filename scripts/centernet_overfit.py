@@ -31,11 +31,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tensorpose.data.multiperson import MultiPersonDataset, collate_multiperson
+from tensorpose.centernet.data import MultiPersonDataset, collate_multiperson
+from tensorpose.centernet.model import build_model
 from tensorpose.io.coco import load_coco_keypoints
-from tensorpose.models.centernet import build_model
 from tensorpose.tasks.centernet import CenterNet, evaluate
-from tensorpose.viz import draw_skeleton
+from tensorpose.viz.draw import draw_skeleton
 
 
 def recalibrate_batchnorm(model: nn.Module, x: torch.Tensor) -> None:

@@ -4,7 +4,8 @@ MediaPipe is never a tensorpose dependency: this script makes its own virtual en
 (``python -m venv``; ``pip install mediapipe==0.10.14`` into it, ``--find-links`` for a folder
 holding the wheel offline), runs ``mp.solutions.pose.Pose(static_image_mode=True,
 model_complexity=1)`` there on every frame (one thread of work), and tensorpose's
-:func:`tensorpose.blazepose.image_people` here (``torch.set_num_threads(1)``, batched), then
+:func:`tensorpose.blazepose.pipeline.image_people` here (``torch.set_num_threads(1)``, batched),
+then
 reports per video the median and 95th percentile of the landmark pixel distance (the 33
 landmarks of the frames where both found a person), and both frame rates::
 
@@ -13,7 +14,8 @@ landmarks of the frames where both found a person), and both frame rates::
 
 writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load average).
 ``--mode video`` compares video mode instead (MediaPipe's ``static_image_mode=False``: its
-tracking and landmark smoothing, against :class:`tensorpose.blazepose.BlazePoseTracker` frame
+tracking and landmark smoothing, against :class:`tensorpose.blazepose.pipeline.BlazePoseTracker`
+frame
 by frame) and writes ``blazepose_vs_mediapipe_video_cpu.json``. The contenders take
 ``--turns`` turns, each in a process of its own, timed after one untimed call (MediaPipe
 starts its graph, networks included, in its constructor); ``--baseline DIR`` times an older
@@ -150,7 +152,7 @@ import numpy as np, torch
 root, video, out, mode = sys.argv[1], sys.argv[2], sys.argv[5], sys.argv[6]
 n, batch = int(sys.argv[3]), int(sys.argv[4])
 sys.path.insert(0, root)
-from tensorpose.blazepose import BlazePose, BlazePoseTracker, image_people
+from tensorpose.blazepose.pipeline import BlazePose, BlazePoseTracker, image_people
 from tensorpose.io.video import iter_frames
 from tensorpose.pose2d import pad_frames
 torch.set_num_threads(1)

@@ -9,7 +9,7 @@ package client, offline afterwards::
     python scripts/convert_blazepose.py path/to/folder
 
 writes ``tensorpose/assets/models/blazepose_detector.pt`` and ``blazepose_landmark_full.pt``
-(graph description + float16 weights, see :mod:`tensorpose.io.tflite`) and, from a wheel, the
+(graph description + float16 weights, see :mod:`tensorpose.blazepose.tflite`) and, from a wheel, the
 wheel's licence as ``tensorpose/assets/models/LICENSE.mediapipe-Apache-2.0``. Needs the
 ``tflite`` package (``pip install tflite``); running the converted networks does not.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tensorpose.io.tflite import read_tflite, save_converted  # noqa: E402
+from tensorpose.blazepose.tflite import read_tflite, save_converted  # noqa: E402
 
 NETWORKS = {
     "blazepose_detector.pt": "mediapipe/modules/pose_detection/pose_detection.tflite",

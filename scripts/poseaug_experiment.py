@@ -52,7 +52,7 @@ from tensorpose.data.mocap import CameraSpec, LiftingSet, load_bvh_sequences
 from tensorpose.data.synth import SynthConfig, SyntheticLiftingBatches
 from tensorpose.io.openpose import LAYOUTS, bundled_tracks
 from tensorpose.io.tracks import read_tracks
-from tensorpose.models.lifter import TemporalLifter
+from tensorpose.lifting.model import TemporalLifter
 from tensorpose.ops.camera import normalize_screen
 from tensorpose.ops.poseaug_cameras import default_intrinsics, normalize_with_intrinsics
 from tensorpose.ops.poseaug_detector import H36M17_DETECTOR_RULES, derive_joints

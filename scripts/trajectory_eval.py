@@ -1,10 +1,11 @@
 """Root trajectory of ``tensorpose lift`` against a reference (a measurement script).
 
 For each monocular lift (the bundled lifter, or ``--checkpoint``), the root's trajectory in the
-camera frame (:func:`tensorpose.lift3d.lift_keypoints`: the per-frame least-squares fit of
+camera frame (:func:`tensorpose.lifting.inference.lift_keypoints`: the per-frame least-squares fit
+of
 the predicted joints onto the rays of their 2D keypoints, ``root_raw``) is smoothed by each
 candidate low-pass and compared with the reference root in the same camera's frame by
-:func:`tensorpose.metrics.trajectory_errors`: the mean position error after one global scale,
+:func:`tensorpose.metrics.pose3d.trajectory_errors`: the mean position error after one global scale,
 and the error in distance travelled (both trajectories low-passed at 6 Hz before their path
 lengths are summed, so that neither's frame-to-frame noise counts as travel).
 
@@ -42,10 +43,10 @@ import torch
 from tensorpose.apps.eval_wild import camera_lifts
 from tensorpose.data.mocap import CameraSpec, load_bvh_sequences
 from tensorpose.io.tracks import Keypoints2D
-from tensorpose.lift3d import lift_keypoints, load_lifter
-from tensorpose.metrics import trajectory_errors
-from tensorpose.multiperson import triangulate_cameras_people
-from tensorpose.multiview import read_cameras, triangulate_cameras
+from tensorpose.lifting.inference import lift_keypoints, load_lifter
+from tensorpose.metrics.pose3d import trajectory_errors
+from tensorpose.multiview.people import triangulate_cameras_people
+from tensorpose.multiview.recording import read_cameras, triangulate_cameras
 from tensorpose.ops.camera import project, virtual_cameras, world_to_camera
 from tensorpose.ops.trajectory import lowpass_trajectory
 
@@ -104,8 +105,9 @@ def mocap_rows(lifter, noise_px: float, cameras: int = 4) -> list[dict]:
 def recording_rows(lifter, set_name: str, tracks: str, calib: str, people: bool = False,
                    fps: float = 60.0) -> list[dict]:  # fmt: skip
     """A calibrated recording, each camera's lift against the triangulation: one person
-    (:func:`~tensorpose.multiview.triangulate_cameras`), or with ``people`` every person of
-    :func:`~tensorpose.multiperson.triangulate_cameras_people` (as ``eval-wild --people
+    (:func:`~tensorpose.multiview.recording.triangulate_cameras`), or with ``people`` every person
+    of
+    :func:`~tensorpose.multiview.people.triangulate_cameras_people` (as ``eval-wild --people
     auto``), each lifted in every camera whose view it was associated in."""
     cams = read_cameras(tracks, calib)
     tris = triangulate_cameras_people(cams) if people else [triangulate_cameras(cams)]

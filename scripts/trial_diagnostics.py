@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from tensorpose.apps.eval_wild import camera_lifts
-from tensorpose.lift3d import load_lifter
-from tensorpose.metrics import LIMB_JOINTS
-from tensorpose.multiview import read_cameras, triangulate_cameras
+from tensorpose.lifting.inference import load_lifter
+from tensorpose.metrics.pose3d import LIMB_JOINTS
+from tensorpose.multiview.recording import read_cameras, triangulate_cameras
 from tensorpose.ops.procrustes import procrustes_align
 
 TRIAL = "tensorpose/assets/tracks/openpose_body25b"

@@ -33,14 +33,14 @@ BVH_UNITS = ("m", "cm", "mm", "inch", "cmu")
 
 
 def _bvh_info(args: argparse.Namespace) -> int:
-    from .info import bvh_info
+    from .io.info import bvh_info
 
     print("\n".join(bvh_info(args.files, args.mapping, args.units or "")))
     return 0
 
 
 def _coco_info(args: argparse.Namespace) -> int:
-    from .info import coco_info
+    from .io.info import coco_info
 
     print("\n".join(coco_info(args.file, args.min_keypoints, args.images)))
     return 0
@@ -66,7 +66,7 @@ def _smooth(args: argparse.Namespace) -> int:
 
 
 def _viz(args: argparse.Namespace) -> int:
-    from .viz import augment_picture
+    from .viz.draw import augment_picture
 
     people = augment_picture(args.out, args.coco, tuple(args.size), args.people, args.rows,
                              args.augmentations, args.backend, args.seed)  # fmt: skip

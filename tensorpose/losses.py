@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .metrics import mpjpe
+from .metrics.pose3d import mpjpe
 from .ops.heatmap import gather_features
 from .ops.kinematics import decompose
 from .skeleton import Skeleton

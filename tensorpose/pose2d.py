@@ -17,12 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .models.centernet import IMAGENET_MEAN, IMAGENET_STD
+from .centernet.model import IMAGENET_MEAN, IMAGENET_STD
+from .centernet.pipeline import CenterNet
 from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import decode_heatmaps
 from .ops.roi import crop_boxes
 from .skeleton import get_skeleton
-from .tasks.centernet import CenterNet
 
 __all__ = [
     "KINDS",

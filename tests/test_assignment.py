@@ -1,10 +1,10 @@
-"""tensorpose.assignment.linear_assignment (the track linking of io.openpose and multiperson)
+"""tensorpose.ops.assignment.linear_assignment (the track linking of io.openpose and multiperson)
 is scipy's linear_sum_assignment, ties included."""
 
 import numpy as np
 import pytest
 
-from tensorpose.assignment import linear_assignment
+from tensorpose.ops.assignment import linear_assignment
 
 
 def test_assign_matches_scipy_with_ties_and_forbidden_pairs():

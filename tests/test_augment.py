@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.augment import (
+from tensorpose.augment.crops import (
     AugmentConfig,
     CpuAugment,
     DeviceAugment,

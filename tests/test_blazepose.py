@@ -1,4 +1,4 @@
-"""The BlazePose pipeline (tensorpose/blazepose.py) on real bundled pictures."""
+"""The BlazePose pipeline (tensorpose/blazepose/pipeline.py) on real bundled pictures."""
 
 from pathlib import Path
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.blazepose import BlazePose, BlazePoseTracker, crop_rois, image_people
+from tensorpose.blazepose.geometry import roi_matrix
+from tensorpose.blazepose.pipeline import BlazePose, BlazePoseTracker, crop_rois, image_people
 from tensorpose.io.video import read_image
 from tensorpose.ops.affine import warp_affine_fixed_point
-from tensorpose.ops.blazepose import roi_matrix
 from tensorpose.pose2d import pad_frames
 
 IMAGES = sorted(

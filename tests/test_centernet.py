@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.data.multiperson import MultiPersonDataset, collate_multiperson
-from tensorpose.metrics2d import COCO_SIGMAS, coco_keypoint_ap
-from tensorpose.models.centernet import batched_oks_nms, build_model
+from tensorpose.centernet.data import MultiPersonDataset, collate_multiperson
+from tensorpose.centernet.model import batched_oks_nms, build_model
+from tensorpose.metrics.pose2d import COCO_SIGMAS, coco_keypoint_ap
 from tensorpose.ops.nms import oks_matrix, oks_nms
 from tensorpose.tasks.centernet import CenterNet, evaluate
 

@@ -118,7 +118,7 @@ def test_2d_data_section_has_the_augmentation_ranges():
     and a recipe's values reach the task's AugmentConfig."""
     from dataclasses import fields
 
-    from tensorpose.augment import AugmentConfig
+    from tensorpose.augment.crops import AugmentConfig
     from tensorpose.tasks import build_task
 
     cfg = load_config(None, ["task=heatmap"])

@@ -4,11 +4,11 @@ and its fix), and a smoke run on the bundled COCO subset."""
 import pytest
 import torch
 
-from tensorpose.augment import AugmentConfig
-from tensorpose.diagnose import STAGES, VERDICTS, diagnose, profile_pipeline
+from tensorpose.augment.crops import AugmentConfig
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 from tensorpose.ops.heatmap import gaussian_heatmaps
 from tensorpose.skeleton import get_skeleton
+from tensorpose.train.diagnose import STAGES, VERDICTS, diagnose, profile_pipeline
 
 MS = 1e-3
 
@@ -103,8 +103,8 @@ def test_profile_a_heatmap_config_and_time_a_model_step():
     from pathlib import Path
 
     from tensorpose.config import load_config
-    from tensorpose.diagnose import model_step_time, profile_config
     from tensorpose.models.heads import heatmap_pose_net
+    from tensorpose.train.diagnose import model_step_time, profile_config
 
     path = Path(__file__).resolve().parent.parent / "configs" / "heatmap_coco.yaml"
     cfg = load_config(path, ["train.batch_size=2", "data.input_size=[64,64]", "train.device=cpu"])

@@ -10,9 +10,9 @@ ort = pytest.importorskip("onnxruntime")
 
 import onnx  # noqa: E402
 
-from tensorpose.io.onnx import check_onnx, export_onnx  # noqa: E402
 from tensorpose.models import centernet_pose_net, deeppose, heatmap_pose_net  # noqa: E402
 from tensorpose.models.deeppose import denormalize_coords  # noqa: E402
+from tensorpose.models.onnx import check_onnx, export_onnx  # noqa: E402
 from tensorpose.ops.heatmap import centernet_decode, decode_heatmaps  # noqa: E402
 
 TOL = 1e-4

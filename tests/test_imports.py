@@ -127,7 +127,7 @@ def test_imports_point_one_way():
                 t.startswith("tensorpose.ops") or t == "tensorpose.skeleton"
             ):
                 wrong.append(f"{name} -> {t}")
-            below = name.startswith("tensorpose.io") or name == "tensorpose.viz"
+            below = name.startswith("tensorpose.io") or name == "tensorpose.viz.draw"
             if below and t.startswith(
                 ("tensorpose.apps", "tensorpose.tasks", "tensorpose.train", "tensorpose.inference")
             ):

@@ -140,7 +140,7 @@ def test_lift_openpose_folder(ckpt, tmp_path, capsys):
 def _naive_root(joints: torch.Tensor, kp: np.ndarray, missing: np.ndarray) -> np.ndarray:
     """Per frame: the least-squares translation onto the rays of the detected joints
     (every joint where fewer than two were detected), rays with the default camera."""
-    from tensorpose.lift3d import normalize_input
+    from tensorpose.lifting.inference import normalize_input
     from tests.ops.test_camera import _naive_fit_to_rays
 
     px = _naive_bridge(np.nan_to_num(kp[..., :2]), missing)
@@ -293,7 +293,7 @@ def test_video_a_codec_padding_apart_is_drawn_on(ckpt, tmp_path, capsys):
 
 
 def test_videopose3d_checkpoint_equals_direct_call(tmp_path):
-    from tensorpose.io.videopose3d import load_videopose3d, videopose3d_normalize
+    from tensorpose.lifting.videopose3d import load_videopose3d, videopose3d_normalize
 
     kp = to_h36m17(_track(CAM01), "BODY_25B")[:50]
     kp = torch.cat([torch.nan_to_num(kp[..., :2]), torch.ones_like(kp[..., 2:])], -1)
@@ -378,7 +378,7 @@ def test_eval_flip(ckpt, capsys):
 
 def test_compare_with_reference_naive():
     from tensorpose.layouts import LAYOUTS
-    from tensorpose.metrics import LIMB_JOINTS, compare_with_reference
+    from tensorpose.metrics.pose3d import LIMB_JOINTS, compare_with_reference
     from tensorpose.ops.rotations import axis_angle_to_matrix
 
     g = torch.Generator().manual_seed(1)
@@ -408,7 +408,7 @@ def test_compare_with_reference_naive():
 def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
     cv2 = pytest.importorskip("cv2")
     from tensorpose.io.calibration import load_calibration
-    from tensorpose.lift3d import normalize_input
+    from tensorpose.lifting.inference import normalize_input
 
     calib = CAM01.parent / "Calib.qca.txt"
     kp = to_h36m17(_track(CAM01), "BODY_25B")[:20]
@@ -432,7 +432,7 @@ def test_calib_camera_gives_size_and_undistorted_intrinsics(ckpt, tmp_path):
 
 def test_reproject_slides_detected_joints_onto_their_rays(ckpt, tmp_path):
     from tensorpose.io.calibration import load_calibration
-    from tensorpose.lift3d import normalize_input
+    from tensorpose.lifting.inference import normalize_input
 
     calib = CAM01.parent / "Calib.qca.txt"
     kp = to_h36m17(_track(CAM01), "BODY_25B")[:30]
@@ -459,7 +459,7 @@ def test_reproject_slides_detected_joints_onto_their_rays(ckpt, tmp_path):
 def test_the_bundled_lifter_is_the_default():
     """``lift`` without ``--checkpoint`` loads the shipped lifter, never another model file
     shipped beside it (the BlazePose networks)."""
-    from tensorpose.lift3d import bundled_lifters, load_lifter
+    from tensorpose.lifting.inference import bundled_lifters, load_lifter
 
     assert [p.name for p in bundled_lifters()] == ["lifter_wild.pt"]
     lifter = load_lifter(None)

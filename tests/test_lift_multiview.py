@@ -17,7 +17,7 @@ from tensorpose.io.openpose import bundled_tracks
 from tensorpose.tasks.lifting import LiftingTask
 from tensorpose.train.checkpoint import save_checkpoint
 
-multiview = pytest.importorskip("tensorpose.multiview")
+multiview = pytest.importorskip("tensorpose.multiview.recording")
 calibration = pytest.importorskip("tensorpose.io.calibration")
 
 TRACKS = bundled_tracks()[0].parent
@@ -149,7 +149,7 @@ def test_eval_wild_people(capsys):
     from pathlib import Path
 
     from tensorpose.apps.eval_wild import eval_wild
-    from tensorpose.multiperson import triangulate_cameras_people
+    from tensorpose.multiview.people import triangulate_cameras_people
 
     one = eval_wild(TRACKS, CALIB)
     same = eval_wild(TRACKS, CALIB, people=1)

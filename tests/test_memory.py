@@ -1,4 +1,5 @@
-"""tensorpose.memory: freed blocks stay in the process and are reused without page faults."""
+"""tensorpose.blazepose.memory: freed blocks stay in the process and are reused without page
+faults."""
 
 import platform
 import subprocess
@@ -8,7 +9,7 @@ import pytest
 
 SCRIPT = r"""
 import resource, torch
-from tensorpose.memory import keep_freed_memory
+from tensorpose.blazepose.memory import keep_freed_memory
 
 def faults_per_call(n=4, warm=8):
     for _ in range(warm):  # (the heap grows by a few blocks before they are reused)

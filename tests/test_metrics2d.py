@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tensorpose.io.coco import bundled_coco, coco_results, load_coco_keypoints
-from tensorpose.metrics2d import COCO_SIGMAS, auc, bbox_size, epe, joint_distance, oks, pck
+from tensorpose.metrics.pose2d import COCO_SIGMAS, auc, bbox_size, epe, joint_distance, oks, pck
 
 
 def _data(seed=0, N=12, K=17):
@@ -83,7 +83,7 @@ def test_oks_against_cocoeval_formula(device):
 
 def test_coco_keypoint_ap_with_pycocotools(tmp_path):
     pytest.importorskip("pycocotools")
-    from tensorpose.metrics2d import coco_keypoint_ap
+    from tensorpose.metrics.pose2d import coco_keypoint_ap
 
     c = load_coco_keypoints(bundled_coco())
     a = c.arrays()
@@ -142,7 +142,7 @@ def test_shapes_are_checked():
 
 def test_coco_keypoint_ap_checks_results():
     pytest.importorskip("pycocotools")
-    from tensorpose.metrics2d import coco_keypoint_ap
+    from tensorpose.metrics.pose2d import coco_keypoint_ap
 
     gt = json.loads(bundled_coco().read_text())
     with pytest.raises(ValueError, match=r"results\[1\] must be a dict with keys"):

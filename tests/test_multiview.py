@@ -14,8 +14,8 @@ from tensorpose.io.calibration import load_calibration, write_toml
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.layouts import marker_names
-from tensorpose.multiview import camera_key, match_cameras
-from tensorpose.ops.association import triangulate_people
+from tensorpose.multiview.association import triangulate_people
+from tensorpose.multiview.recording import camera_key, match_cameras
 
 TRACKS = bundled_tracks()[0].parent
 CALIB = TRACKS / "Calib.qca.txt"
@@ -139,7 +139,7 @@ def test_camera_key_and_matching(tmp_path):
 
 
 def test_column_medians_equal_np_median_per_joint():
-    from tensorpose.multiview import _column_medians
+    from tensorpose.multiview.recording import _column_medians
 
     rng = np.random.default_rng(5)
     for T in (1, 2, 7, 40):  # odd and even counts of kept rows

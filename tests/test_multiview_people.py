@@ -15,9 +15,9 @@ import torch
 from tensorpose.apps.triangulate import check_people, output_names, triangulate_folder
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks
-from tensorpose.multiperson import link_people, triangulate_cameras_people
-from tensorpose.multiview import pack_keypoints, read_cameras, triangulate_cameras
-from tensorpose.ops.multiperson import candidates, select_people, triangulate_everyone
+from tensorpose.multiview.everyone import candidates, select_people, triangulate_everyone
+from tensorpose.multiview.people import link_people, triangulate_cameras_people
+from tensorpose.multiview.recording import pack_keypoints, read_cameras, triangulate_cameras
 
 TWO = Path(__file__).parent / "data" / "synthetic_two_people"
 BUNDLED = bundled_tracks()[0].parent
@@ -156,7 +156,7 @@ def test_everyone_matches_the_single_person_op_with_one_person():
     cams = read_cameras(BUNDLED, BUNDLED / "Calib.qca.txt")
     k = [x[:10] for x in pack_keypoints(cams)]
     cal = cams.calibration.to(dtype=torch.float64)
-    from tensorpose.ops.association import triangulate_people
+    from tensorpose.multiview.association import triangulate_people
 
     one = triangulate_people(k, cal.K, cal.dist, cal.R, cal.t)
     every = triangulate_everyone(k, cal.K, cal.dist, cal.R, cal.t)

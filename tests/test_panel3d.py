@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from tensorpose.panel3d import ANKLE_ABOVE_FLOOR_M, Panel3D, floor_frame
 from tensorpose.skeleton import get_skeleton
-from tensorpose.viz import bone_colours_bgr
+from tensorpose.viz.draw import bone_colours_bgr
+from tensorpose.viz.panel3d import ANKLE_ABOVE_FLOOR_M, Panel3D, floor_frame
 
 H36M = get_skeleton("h36m17")
 

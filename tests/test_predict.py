@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 from tensorpose.apps.predict import predict
+from tensorpose.centernet.model import build_model as centernet_model
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints, load_detections
 from tensorpose.io.openpose import COCO17_INDEX, read_openpose_frames
 from tensorpose.io.tracks import read_tracks
 from tensorpose.io.video import image_ids_from_names, iter_frames
 from tensorpose.layouts import COCO_LINKS, to_coco18
-from tensorpose.models.centernet import build_model as centernet_model
 from tensorpose.models.deeppose import deeppose
 from tensorpose.models.heads import heatmap_pose_net
 from tensorpose.pose2d import PoseModel

@@ -51,7 +51,7 @@ def _video(path: Path, image: Path, frames: int) -> None:
 def test_predict_blazepose_folder_of_videos_gives_openpose_folder_per_camera(tmp_path, capsys):
     """A folder of camera videos: video mode over all cameras at once, openpose/<stem>/ per
     camera (the layout `tensorpose triangulate` reads), an MP4 per camera, one results.json."""
-    from tensorpose.multiview import find_camera_folders
+    from tensorpose.multiview.recording import find_camera_folders
 
     cams = tmp_path / "videos"
     cams.mkdir()

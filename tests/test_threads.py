@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.charts import reprojection_errors_picture, skeletons_3d_picture
 from tensorpose.cli import build_parser
 from tensorpose.threads import default_threads, set_threads
+from tensorpose.viz.charts import reprojection_errors_picture, skeletons_3d_picture
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIAL = ROOT / "tensorpose" / "assets" / "tracks" / "openpose_body25b"

@@ -21,7 +21,7 @@ import pytest
 
 from tensorpose.cli import main
 from tensorpose.io.openpose import bundled_tracks
-from tensorpose.multiview import (
+from tensorpose.multiview.recording import (
     DISAGREE_FACTOR,
     camera_agreement,
     read_cameras,

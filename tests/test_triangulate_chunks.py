@@ -24,16 +24,21 @@ import torch
 from tensorpose.apps.triangulate import triangulate_folder
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.layouts import detect_layout, join_evidence, layout_from_evidence
-from tensorpose.multiperson import (
+from tensorpose.multiview.association import triangulate_people
+from tensorpose.multiview.everyone import triangulate_everyone
+from tensorpose.multiview.people import (
     PeopleLinker,
     centres,
     link_people,
     split_tracks,
     triangulate_cameras_people,
 )
-from tensorpose.multiview import open_recording, pack_keypoints, read_cameras, triangulate_cameras
-from tensorpose.ops.association import triangulate_people
-from tensorpose.ops.multiperson import triangulate_everyone
+from tensorpose.multiview.recording import (
+    open_recording,
+    pack_keypoints,
+    read_cameras,
+    triangulate_cameras,
+)
 
 BUNDLED = bundled_tracks()[0].parent
 TWO = Path(__file__).parent / "data" / "synthetic_two_people"
@@ -141,7 +146,7 @@ def test_nobody_in_the_first_chunks_and_bad_chunk_size(tmp_path):
 def test_camera_agreement_in_chunks_equals_one_pass():
     """The per-camera agreement check reads the detections a chunk at a time: the same figures
     as on every frame at once (``read_cameras``)."""
-    from tensorpose.multiview import camera_agreement
+    from tensorpose.multiview.recording import camera_agreement
 
     calib = BUNDLED / "Calib.qca.txt"
     tri = triangulate_cameras(open_recording(BUNDLED, calib), chunk_frames=1000)

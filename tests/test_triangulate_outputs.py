@@ -13,7 +13,7 @@ from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks
 from tensorpose.io.video import VideoWriter
 from tensorpose.layouts import marker_names
-from tensorpose.motion3d import Filter3D, filter_points
+from tensorpose.multiview.motion3d import Filter3D, filter_points
 
 TRACKS = bundled_tracks()[0].parent
 CALIB = TRACKS / "Calib.qca.txt"

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.utils import RunningMean, seed_everything
+from tensorpose.train.utils import RunningMean, seed_everything
 
 
 def test_running_mean_on_device_until_compute():

@@ -3,11 +3,11 @@
 import cv2
 import numpy as np
 
-from tensorpose.augment import AugmentConfig
+from tensorpose.augment.crops import AugmentConfig
 from tensorpose.cli import main
 from tensorpose.data.images import TopDownDataset
 from tensorpose.skeleton import get_skeleton
-from tensorpose.viz import LEFT, RIGHT, augment_grid, draw_skeleton
+from tensorpose.viz.draw import LEFT, RIGHT, augment_grid, draw_skeleton
 
 SK = get_skeleton("coco17")
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from peer_env import peer_python, peer_version
 
 from benchmarks.reduced_decoding import upscaled
-from tensorpose.augment import AugmentConfig, CpuAugment
+from tensorpose.augment.crops import AugmentConfig, CpuAugment
 from tensorpose.data.images import TopDownDataset
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 from tensorpose.ops.heatmap import gaussian_heatmaps

@@ -225,8 +225,9 @@ def differences(p2s_dir: Path, tp_dir: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- the two rules
 def _limb_std(points: np.ndarray, names: list[str], common: np.ndarray) -> np.ndarray:
-    """Per limb of :data:`tensorpose.multiview.LIMBS`, the length std (mm) over ``common``."""
-    from tensorpose.multiview import LIMBS
+    """Per limb of :data:`tensorpose.multiview.recording.LIMBS`, the length std (mm) over
+    ``common``."""
+    from tensorpose.multiview.recording import LIMBS
 
     out = []
     for a, b in LIMBS:  # the eight limbs
@@ -260,12 +261,13 @@ def _bootstrap(tris: dict, names: list[str], common: np.ndarray, n: int = 1000) 
 
 def rules(trial: dict) -> list[dict]:
     """Both rules on the same detections (no gap filling): per person, the figures of
-    :func:`tensorpose.multiview.summarize` and limb-length std / acceleration on the joint-frames
+    :func:`tensorpose.multiview.recording.summarize` and limb-length std / acceleration on the
+    joint-frames
     valid under both rules."""
     import torch
 
-    from tensorpose.multiperson import triangulate_cameras_people
-    from tensorpose.multiview import LIMBS, read_cameras, summarize, triangulate_cameras
+    from tensorpose.multiview.people import triangulate_cameras_people
+    from tensorpose.multiview.recording import LIMBS, read_cameras, summarize, triangulate_cameras
 
     torch.set_num_threads(1)
     tracks = trial["tracks"]

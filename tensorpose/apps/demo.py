@@ -14,7 +14,7 @@ from ..inference import evaluate
 from ..tasks import get_task
 from ..train.folder import check_run_name, fresh_name
 from ..train.trainer import train
-from ..viz import plot_curves, plot_skeletons_3d
+from ..viz.draw import plot_curves, plot_skeletons_3d
 
 __all__ = ["DEMO_THREADS", "demo"]
 

@@ -1,11 +1,11 @@
 """``tensorpose eval-wild``: the monocular lift of each camera of a calibrated recording
 against the multi-view triangulation of the same recording.
 
-The recording is read and triangulated (:mod:`tensorpose.multiview`); for each camera, the
+The recording is read and triangulated (:mod:`tensorpose.multiview.recording`); for each camera, the
 person the triangulation associated in that camera's view (per frame) is lifted as
 ``tensorpose lift`` does (the image size and ``K`` from the calibration; missing joints
 bridged) and compared with the triangulated joints moved into that camera's frame by its
-``R``, ``t`` (:func:`tensorpose.metrics.compare_with_reference`: the 12 limb joints, mid-hip
+``R``, ``t`` (:func:`tensorpose.metrics.pose3d.compare_with_reference`: the 12 limb joints, mid-hip
 root, frames where both are valid and the camera saw the person: frames where it had none of
 the person's joints, bridged in time by the lift, are left out). Nothing is written.
 """
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from ..io.tracks import Keypoints2D
-from ..lift3d import lift_keypoints, load_lifter
-from ..metrics import compare_with_reference
-from ..multiperson import triangulate_cameras_people
-from ..multiview import read_cameras, summarize, triangulate_cameras
+from ..lifting.inference import lift_keypoints, load_lifter
+from ..metrics.pose3d import compare_with_reference
+from ..multiview.people import triangulate_cameras_people
+from ..multiview.recording import read_cameras, summarize, triangulate_cameras
 from ..ops.camera import project_points
 
 __all__ = ["camera_lifts", "eval_wild", "summary"]
@@ -67,13 +67,14 @@ def eval_wild(
 ) -> dict[str, Any]:
     """Monocular lifting of each camera against the triangulation (``tensorpose eval-wild``).
 
-    ``flip`` and ``reproject`` as in :func:`tensorpose.lift3d.lift_keypoints`. With
+    ``flip`` and ``reproject`` as in :func:`tensorpose.lifting.inference.lift_keypoints`. With
     ``reference_2d`` each camera lifts the triangulated keypoints projected into it (with its
     lens distortion) instead of its detections: 2D that is noise-free and consistent with the
     reference, so the error left is the lifter's own (its 3D prior, depth), not the detector's.
     ``people`` (``"auto"`` or ``N``, as ``triangulate --people``): every person triangulated
-    (:func:`tensorpose.multiperson.triangulate_cameras_people`), each lifted in each camera
-    where it was seen; ``None``: the one person of :func:`tensorpose.multiview.triangulate_cameras`.
+    (:func:`tensorpose.multiview.people.triangulate_cameras_people`), each lifted in each camera
+    where it was seen; ``None``: the one person of
+    :func:`tensorpose.multiview.recording.triangulate_cameras`.
 
     Returns:
         ``cameras``: per camera (and person, numbered from 1, with ``people``) ``{camera,
@@ -123,9 +124,10 @@ def camera_lifts(tri, cams, lifter, *, flip: bool = False, reproject: bool = Fal
                  fps: float | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
     """Each camera's monocular lift of one triangulated person, as ``eval-wild`` makes it.
 
-    Per camera (of ``cams``, :func:`tensorpose.multiview.read_cameras`): the detection the
+    Per camera (of ``cams``, :func:`tensorpose.multiview.recording.read_cameras`): the detection the
     triangulation ``tri`` associated in its view per frame (with ``reference_2d``: the
-    triangulated keypoints projected into it) lifted by :func:`tensorpose.lift3d.lift_keypoints`
+    triangulated keypoints projected into it) lifted by
+    :func:`tensorpose.lifting.inference.lift_keypoints`
     with ``flip``, ``reproject``, ``fps``. Yields ``{camera, folder}`` plus either ``error``
     (not seen by the camera, or not liftable) or ``lift`` (``lift_keypoints``' dict), ``seen``
     ``(T,)`` (frames where the camera had some of the person's joints: the others were bridged

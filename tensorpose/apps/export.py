@@ -1,8 +1,8 @@
 """``tensorpose export``: a 2D training checkpoint -> an ONNX file, checked with onnxruntime.
 
 Check the checkpoint (a task that can be exported) and the output (never the checkpoint), write
-the file (:func:`tensorpose.io.onnx.export_onnx`) into a staging folder, run it next to
-PyTorch (:func:`tensorpose.io.onnx.check_onnx`), then move it into place.
+the file (:func:`tensorpose.models.onnx.export_onnx`) into a staging folder, run it next to
+PyTorch (:func:`tensorpose.models.onnx.check_onnx`), then move it into place.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..inference import load_model
 from ..io.atomic import OutputFolder, check_outside_inputs
-from ..io.onnx import MIN_OPSET, ExportModule, check_onnx, check_opset, export_onnx
+from ..models.onnx import MIN_OPSET, ExportModule, check_onnx, check_opset, export_onnx
 from ..tasks import tasks_with
 
 __all__ = ["export_checkpoint", "summary"]

@@ -2,7 +2,8 @@
 in the camera frame with the root's trajectory (``root_relative``: the pelvis at the origin).
 
 Check the inputs (keypoints, calibration or size, video, lifter), lift
-(:func:`tensorpose.lift3d.lift_keypoints`), then commit ``<name>_3d.npz``, ``<name>.trc``,
+(:func:`tensorpose.lifting.inference.lift_keypoints`), then commit ``<name>_3d.npz``,
+``<name>.trc``,
 ``<name>.csv``, ``<name>_skeletons.png`` and with a video ``<name>.mp4`` all at once
 (:class:`tensorpose.io.atomic.OutputFolder`).
 """
@@ -20,19 +21,19 @@ import cv2
 import numpy as np
 import torch
 
-from ..charts import skeletons_3d_picture
 from ..io.atomic import OutputFolder
 from ..io.calibration import load_calibration
 from ..io.motion import write_csv, write_npz, write_trc
 from ..io.openpose import MIN_TRACK_KEYPOINTS
 from ..io.tracks import read_person
 from ..io.video import VideoWriter, iter_video, video_info
-from ..lift3d import lift_keypoints, load_lifter
+from ..lifting.inference import lift_keypoints, load_lifter
 from ..ops.camera import camera_to_opensim
 from ..ops.trajectory import path_length
-from ..panel3d import Panel3D
 from ..skeleton import Skeleton
-from ..viz import bone_colours_bgr, draw_lift_frame
+from ..viz.charts import skeletons_3d_picture
+from ..viz.draw import bone_colours_bgr, draw_lift_frame
+from ..viz.panel3d import Panel3D
 
 __all__ = ["DEFAULT_FPS", "lift", "output_names", "summary"]
 
@@ -145,10 +146,11 @@ def lift(
         flip: test-time flip averaging.
         min_confidence: joints below it are missing (bridged).
         reproject: slide the joints onto their 2D rays (see
-            :func:`tensorpose.lift3d.lift_keypoints`).
+            :func:`tensorpose.lifting.inference.lift_keypoints`).
         root_relative: write root-relative joints (the pelvis at the origin) instead of the
             joints placed in the camera frame with the root's trajectory.
-        vp3d_joints: VideoPose3D input joints (see :func:`tensorpose.lift3d.load_lifter`).
+        vp3d_joints: VideoPose3D input joints (see
+        :func:`tensorpose.lifting.inference.load_lifter`).
 
     Returns:
         a report: input, kind, layout (+ reason), tracks, person, frames, joints, bridged
@@ -264,7 +266,7 @@ def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
 
 def _write_video(path: Path, video, r: dict, skel_in: Skeleton, skel_out: Skeleton, fps: float,
                  progress: bool, root_relative: bool) -> None:  # fmt: skip
-    """2D skeleton over each frame, the 3D panel beside (:class:`tensorpose.panel3d.Panel3D`;
+    """2D skeleton over each frame, the 3D panel beside (:class:`tensorpose.viz.panel3d.Panel3D`;
     frames decoded once, in order, scaled down to :data:`MAX_VIDEO_HEIGHT`)."""
     from tqdm import tqdm
 

@@ -15,7 +15,8 @@ Outputs in ``out_dir``:
   ``imageio-ffmpeg``, else mp4v: :class:`~tensorpose.io.video.VideoWriter`).
 
 With ``--model blazepose`` a video runs in video mode (``tracking``, see
-:class:`~tensorpose.blazepose.BlazePoseTracker`: the next region of interest from the smoothed
+:class:`~tensorpose.blazepose.pipeline.BlazePoseTracker`: the next region of interest from the
+smoothed
 landmarks, the detector again when someone is lost), and a folder of videos (the cameras of one
 recording, decoded side by side, one batch per time step) writes one OpenPose folder per camera,
 ``openpose/<video stem>/<video stem>_<frame:012d>_keypoints.json`` (person_id = track), and
@@ -40,7 +41,7 @@ import cv2
 import numpy as np
 import torch
 
-from ..blazepose import BlazePoseTracker, check_frame_size, image_people
+from ..blazepose.pipeline import BlazePoseTracker, check_frame_size, image_people
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
@@ -57,7 +58,7 @@ from ..io.video import (
 from ..layouts import COCO17_INDEX, COCO_LINKS, to_coco18
 from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
 from ..skeleton import get_skeleton
-from ..viz import draw_people
+from ..viz.draw import draw_people
 
 COCO17_BLAZE = COCO17_INDEX["BLAZEPOSE_33"]
 
@@ -410,7 +411,7 @@ def predict_command(
         ValueError: ``--model blazepose`` with a ``--checkpoint``, neither given, or
             ``--max-people`` outside 1..64 (each naming the flag).
     """
-    from ..blazepose import BlazePose
+    from ..blazepose.pipeline import BlazePose
     from ..pose2d import load_pose_model
     from ..train.distributed import resolve_device
 

@@ -1,13 +1,13 @@
 """``tensorpose profile-data``: time each input stage of a top-down 2D config against one model
-step and say what bounds the pipeline (:mod:`tensorpose.diagnose`)."""
+step and say what bounds the pipeline (:mod:`tensorpose.train.diagnose`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ..config import Config, load_config
-from ..diagnose import DataProfile, model_step_time, profile_config
 from ..tasks import build_model, require_capability
+from ..train.diagnose import DataProfile, model_step_time, profile_config
 from ..train.distributed import resolve_device
 
 __all__ = ["profile_data", "summary"]

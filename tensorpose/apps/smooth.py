@@ -24,7 +24,7 @@ from ..io.openpose import (
 from ..io.tracks import Tracks, read_tracks
 from ..layouts import LAYOUTS
 from ..smoothing import FilterSettings, smooth_tracks
-from ..viz import plot_joint_xy
+from ..viz.draw import plot_joint_xy
 
 __all__ = ["smooth_folder", "summary"]
 

@@ -1,14 +1,16 @@
 """``tensorpose triangulate``: one keypoint folder per calibrated camera -> 3D joints.
 
-Check the inputs (:func:`tensorpose.multiview.open_recording`), triangulate a chunk of frames
-at a time (:func:`tensorpose.multiview.triangulate_cameras`), then commit ``<name>_3d.trc``
+Check the inputs (:func:`tensorpose.multiview.recording.open_recording`), triangulate a chunk of
+frames
+at a time (:func:`tensorpose.multiview.recording.triangulate_cameras`), then commit
+``<name>_3d.trc``
 (valid joints, metres, the TRC axes on the file's first line), ``<name>_3d.npz``
 (``points``, ``errors``, ``mean_error``, ``used``, ``valid``, ``person``, ``names``,
 ``cameras``, ``folders``, ``fps``, ``units``) and ``<name>_3d_errors.png`` all at once.
 
 With ``people`` (``"auto"`` or a number) every person seen by two cameras or more is
 associated across views, triangulated and linked over time
-(:func:`tensorpose.multiperson.triangulate_cameras_people`): one ``<name>_p<k>_3d.trc`` and
+(:func:`tensorpose.multiview.people.triangulate_cameras_people`): one ``<name>_p<k>_3d.trc`` and
 ``<name>_p<k>_3d.npz`` (the same keys) per person, best seen first, and
 ``<name>_3d_tracks.png``.
 """
@@ -21,12 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..charts import reprojection_errors_picture
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
 from ..layouts import marker_names
-from ..motion3d import (
+from ..multiview.motion3d import (
     POSE2SIM_MAX_GAP,
     Filter3D,
     axes_text,
@@ -35,8 +36,8 @@ from ..motion3d import (
     find_fps,
     to_axes,
 )
-from ..multiperson import MAX_PEOPLE, centres, triangulate_cameras_people
-from ..multiview import (
+from ..multiview.people import MAX_PEOPLE, centres, triangulate_cameras_people
+from ..multiview.recording import (
     CHUNK_FRAMES,
     check_agreement,
     check_chunk,
@@ -46,7 +47,8 @@ from ..multiview import (
     summarize,
     triangulate_cameras,
 )
-from ..viz import plot_people_tracks
+from ..viz.charts import reprojection_errors_picture
+from ..viz.draw import plot_people_tracks
 
 __all__ = ["check_people", "output_names", "summary", "triangulate_folder"]
 
@@ -72,7 +74,7 @@ def check_people(people: int | str | None) -> int | str | None:
 
 
 def _fps(tracks_dir: Path, fps: float | None) -> tuple[float, str]:
-    """``fps``, else what the input says (:func:`tensorpose.motion3d.find_fps`), else the
+    """``fps``, else what the input says (:func:`tensorpose.multiview.motion3d.find_fps`), else the
     bundled trial's 60 for the bundled folders; and where it came from."""
     folders = find_camera_folders(tracks_dir)
     if fps is not None:  # given: nothing else is looked at
@@ -121,8 +123,9 @@ def triangulate_folder(
         calib_path: ``.qca.txt`` or ``.toml``; cameras matched to the folders by name
             (``cam01_json`` <-> ``cam_01``), it may hold more. out_dir: output folder.
         min_confidence, max_reprojection_px, association_px, drop: see
-            :func:`tensorpose.multiview.triangulate_cameras`. layout: ``None`` detects it.
-        fps: ``None``: what the input says (:func:`tensorpose.motion3d.find_fps`). name: file
+            :func:`tensorpose.multiview.recording.triangulate_cameras`. layout: ``None`` detects it.
+        fps: ``None``: what the input says (:func:`tensorpose.multiview.motion3d.find_fps`). name:
+        file
             stem (default: ``tracks_dir``'s name). plot: write the PNG. overwrite: replace.
         people: ``None``: one person; ``"auto"`` or ``N``: see :func:`_people_folder`.
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
@@ -130,7 +133,7 @@ def triangulate_folder(
         chunk_frames: frames read and triangulated at a time (bounded memory, same result).
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
-    filter, jitter and the figures of :func:`tensorpose.multiview.summarize`.
+    filter, jitter and the figures of :func:`tensorpose.multiview.recording.summarize`.
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name

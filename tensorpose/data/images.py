@@ -4,8 +4,8 @@ hand raw uint8 images to the device, where one affine warp per sample makes the 
 A sample is the whole decoded image plus the window (``center``, ``scale``) and the keypoints
 in image pixels; :func:`collate_topdown` pads a batch of images into one uint8 tensor (zero
 padding changes nothing for a warp with a zero border). The crop, the augmentation and the
-targets then happen batched on the device (:class:`tensorpose.augment.DeviceAugment`) or, on a
-CPU, per sample in the DataLoader workers (:class:`tensorpose.augment.CpuAugment` as the
+targets then happen batched on the device (:class:`tensorpose.augment.crops.DeviceAugment`) or, on a
+CPU, per sample in the DataLoader workers (:class:`tensorpose.augment.crops.CpuAugment` as the
 collate function).
 """
 
@@ -44,7 +44,8 @@ class TopDownDataset(Dataset):
             largest reduction ``r`` of 1, 2, 4, 8 (libjpeg's scaled IDCT, a fraction of the
             cost) for which the person's smallest window, ``scale * min_window``, still has at
             least one decoded pixel per crop pixel. The item's ``reduction`` says which ``r``;
-            its keypoints, window and :class:`~tensorpose.augment.CpuAugment`'s matrices stay in
+            its keypoints, window and :class:`~tensorpose.augment.crops.CpuAugment`'s matrices stay
+            in
             full-resolution pixels (CpuAugment warps the reduced image with the matrix composed
             exactly with the reduction). ``None``: decode whole.
         min_window: the smallest window scale factor the augmentation draws (``1 - scale``).

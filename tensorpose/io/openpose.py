@@ -35,8 +35,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..assignment import linear_assignment
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_from_evidence, split_evidence
+from ..ops.assignment import linear_assignment
 from .files import _size, list_files, read_bytes, read_regular
 
 __all__ = [

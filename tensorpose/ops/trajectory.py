@@ -6,7 +6,7 @@ translation that best puts the predicted joints on the camera rays of their keyp
 :func:`tensorpose.ops.camera.fit_to_rays`, one 3 x 3 solve per frame, all frames at once), then
 a zero-phase low-pass over time (:func:`lowpass_trajectory`, Butterworth ``filtfilt``). The
 depth is only known up to the scale of the predicted skeleton: a skeleton 5% too small puts the
-person 5% too close (:func:`tensorpose.metrics.trajectory_errors` measures a trajectory
+person 5% too close (:func:`tensorpose.metrics.pose3d.trajectory_errors` measures a trajectory
 against a reference after one global scale).
 
 Conventions (OpenCV): camera ``x`` right, ``y`` down, ``z`` forward, metres.

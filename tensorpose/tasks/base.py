@@ -142,7 +142,7 @@ class Task(nn.Module):
     """What the task serves beyond training and evaluation, drawn from :data:`CAPABILITIES`."""
     export_decoding: ClassVar[str | None] = None
     """With ``export``: the decoding ``tensorpose export --with-decoding`` puts in the graph
-    (one of :data:`tensorpose.io.onnx.DECODINGS`)."""
+    (one of :data:`tensorpose.models.onnx.DECODINGS`)."""
 
     def __init__(self, model: nn.Module, cfg: Config) -> None:
         super().__init__()

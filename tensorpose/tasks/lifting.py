@@ -3,8 +3,8 @@
 Data path: :func:`tensorpose.data.mocap.load_lifting_split` (BVH or npz -> a
 :class:`~tensorpose.data.mocap.LiftingSet` on the device) -> :class:`FrameBatches` (shuffled
 target frames) -> :meth:`LiftingTask.prepare` (window gather + flip, on the device) ->
-:class:`~tensorpose.models.lifter.TemporalLifter` -> :mod:`tensorpose.losses` (MPJPE + bone
-terms) -> :mod:`tensorpose.metrics` in :meth:`LiftingTask.evaluate`.
+:class:`~tensorpose.lifting.model.TemporalLifter` -> :mod:`tensorpose.losses` (MPJPE + bone
+terms) -> :mod:`tensorpose.metrics.pose3d` in :meth:`LiftingTask.evaluate`.
 
 With ``data.augment: kinematic`` the training batches come from
 :class:`~tensorpose.data.synth.SyntheticLiftingBatches` instead (the world training sequences
@@ -38,7 +38,7 @@ from ..data.mocap import (
 )
 from ..data.synth import SynthConfig, SyntheticLiftingBatches
 from ..data.takes import joint_weights, parse_rules
-from ..models.lifter import TemporalLifter, filter_widths_for
+from ..lifting.model import TemporalLifter, filter_widths_for
 from ..ops.kinematics import bone_lengths, decompose
 from ..ops.poseaug_bones import retarget_lengths
 from ..skeleton import get_skeleton
@@ -481,7 +481,7 @@ class LiftingTask(Task):
         sequence). Each entry: ``pred``, ``target (T, J, 3)``, ``valid (T,)``,
         ``keypoints (T, J, 2)`` and the clip index. ``flip``: test-time flip averaging (the
         mean of the plain and the mirrored input's prediction, see
-        :meth:`~tensorpose.models.lifter.TemporalLifter.predict`)."""
+        :meth:`~tensorpose.lifting.model.TemporalLifter.predict`)."""
         data = self.val_set if data is None else data
         results = []
         with eval_mode(unwrap(self.model)) as model:

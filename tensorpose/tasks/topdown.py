@@ -3,10 +3,10 @@
 Data path: :mod:`tensorpose.io.coco` (annotations -> person records) ->
 :class:`~tensorpose.data.images.TopDownDataset` (decoded uint8 image + crop window per person) ->
 crops and augmentation, either per sample in the DataLoader workers
-(:class:`~tensorpose.augment.CpuAugment`) or batched on the device
-(:class:`~tensorpose.augment.DeviceAugment`, in :meth:`TopDownTask.prepare`) -> normalised
+(:class:`~tensorpose.augment.crops.CpuAugment`) or batched on the device
+(:class:`~tensorpose.augment.crops.DeviceAugment`, in :meth:`TopDownTask.prepare`) -> normalised
 images ``x`` and the subclass's targets -> model and loss (subclass) -> plain-crop predictions in
-image pixels -> :mod:`tensorpose.metrics2d` (PCK, AUC, EPE, OKS, COCO AP).
+image pixels -> :mod:`tensorpose.metrics.pose2d` (PCK, AUC, EPE, OKS, COCO AP).
 
 OpenCV is imported by the methods that decode, warp or draw, so loading a 2D config stays light.
 """
@@ -22,11 +22,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from .. import metrics2d
-from ..augment_config import AugmentConfig, AugmentRanges
+from ..augment.config import AugmentConfig, AugmentRanges
 from ..config import Config, ConfigError, check_min, choices, valid
 from ..data.loaders import EpochLoader, IdentifiedSamples, seed_worker
 from ..io.coco import bundled_coco, coco_results, load_coco_keypoints
+from ..metrics import pose2d as metrics2d
 from ..ops.affine import invert_affine, transform_points
 from ..skeleton import get_skeleton
 from .base import Field, Task, check_batch, eval_mode, unwrap
@@ -37,7 +37,7 @@ __all__ = ["ImageDataConfig", "TopDownTask"]
 @dataclass
 class ImageDataConfig(AugmentRanges):
     """Top-down person crops from a COCO keypoint file (the ``data`` section of the 2D tasks),
-    with the augmentation ranges of :class:`~tensorpose.augment_config.AugmentRanges` as keys
+    with the augmentation ranges of :class:`~tensorpose.augment.config.AugmentRanges` as keys
     of the same section (``data.scale``, ``data.flip_prob``, ...)."""
 
     annotations: str = ""
@@ -155,7 +155,7 @@ class TopDownTask(Task):
                plain: bool) -> EpochLoader:  # fmt: skip
         """This rank's batches of ``ds``: CPU crops in the workers or raw images for the
         device (:meth:`prepare` crops them)."""
-        from ..augment import CpuAugment  # OpenCV
+        from ..augment.crops import CpuAugment  # OpenCV
         from ..data.images import collate_topdown
 
         d, seed = self.cfg.data, self.cfg.train.seed
@@ -194,7 +194,7 @@ class TopDownTask(Task):
     def prepare(self, batch: dict, plain: bool = False) -> dict:
         """Device augmentation (device backend), normalisation, targets."""
         if self.backend(batch["keypoints"].device) == "device":
-            from ..augment import DeviceAugment  # OpenCV (imported with its module)
+            from ..augment.crops import DeviceAugment  # OpenCV (imported with its module)
 
             augment = DeviceAugment(self.augment_config(plain), self.skeleton)
             batch = augment(batch, None if plain else self.generator)
@@ -299,7 +299,7 @@ class TopDownTask(Task):
         keypoints and skeleton links (flips swap sides, rotations carry the joints)."""
         import cv2
 
-        from ..viz import augment_grid
+        from ..viz.draw import augment_grid
 
         ds = self.train_set.dataset
         people = []

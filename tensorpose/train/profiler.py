@@ -10,7 +10,8 @@ intervals), ``data`` stays a host timer, and every phase is an NVTX range for Ns
 stream while the current step runs (pinned memory makes the copy asynchronous); on a CPU it
 passes batches through. :func:`trace_profiler` writes a torch.profiler Chrome trace of a few
 scheduled steps (``tensorpose train --profile``).
-The input pipeline alone is diagnosed by :mod:`tensorpose.diagnose` (``tensorpose profile-data``).
+The input pipeline alone is diagnosed by :mod:`tensorpose.train.diagnose` (``tensorpose
+profile-data``).
 """
 
 from __future__ import annotations

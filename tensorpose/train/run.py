@@ -14,7 +14,6 @@ from ..config import Config, ConfigError, config_to_dict, save_config
 from ..io.atomic import FolderLock
 from ..tasks import Task, build_task, get_task, unwrap
 from ..threads import set_threads
-from ..utils import seed_everything
 from .atomic_save import clean_temp_files
 from .checkpoint import (
     RESUME_KEYS,
@@ -32,6 +31,7 @@ from .optim import build_optimizer, build_scheduler
 from .profiler import StepProfiler, trace_profiler
 from .rng import rng_state, set_rng_state
 from .state_dict import freeze
+from .utils import seed_everything
 
 __all__ = ["RESUMABLE", "Run", "setup"]
 

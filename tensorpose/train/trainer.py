@@ -32,12 +32,12 @@ from torch import nn
 
 from ..config import Config
 from ..tasks import unwrap
-from ..utils import RunningMean
 from .distributed import barrier, reduce_mean
 from .interrupt import Interrupted, SignalCatcher
 from .profiler import DevicePrefetcher
 from .run import Run, setup
 from .state_dict import export_safetensors
+from .utils import RunningMean
 
 __all__ = ["TrainingStopped", "train"]
 
@@ -259,7 +259,7 @@ def train_step(run: Run, batch: Any) -> tuple[dict[str, torch.Tensor], int]:
 
 
 class EpochMeter:
-    """An epoch's losses summed on the device (:class:`~tensorpose.utils.RunningMean`), read
+    """An epoch's losses summed on the device (:class:`~tensorpose.train.utils.RunningMean`), read
     back only at log intervals and at the end of the epoch."""
 
     def __init__(self) -> None:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.augment import AugmentConfig, sample_params
-from tensorpose.data.multiperson import (
+from tensorpose.augment.crops import AugmentConfig, sample_params
+from tensorpose.centernet.data import (
     MultiPersonAugment,
     MultiPersonDataset,
     collate_multiperson,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.augment import AugmentConfig, CpuAugment, from_reduced, sample_params
+from tensorpose.augment.crops import AugmentConfig, CpuAugment, from_reduced, sample_params
 from tensorpose.data.images import TopDownDataset, collate_topdown
 from tensorpose.io.coco import bundled_coco, load_coco_keypoints
 from tensorpose.io.video import read_image

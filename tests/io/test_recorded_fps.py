@@ -12,7 +12,7 @@ import pytest
 from tensorpose.apps.smooth import smooth_folder
 from tensorpose.io.openpose import bundled_tracks, frame_files, recorded_fps
 from tensorpose.io.tracks import read_detections
-from tensorpose.motion3d import find_fps
+from tensorpose.multiview.motion3d import find_fps
 from tensorpose.smoothing import FilterSettings
 
 

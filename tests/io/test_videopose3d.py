@@ -15,7 +15,7 @@ import torch
 
 from tensorpose.io.safe_pickle import RANDOM_STATE_GLOBALS, UnsafePickleError
 from tensorpose.io.torch_file import torch_load
-from tensorpose.io.videopose3d import (
+from tensorpose.lifting.videopose3d import (
     VideoPose3DLifter,
     infer_architecture,
     load_videopose3d,

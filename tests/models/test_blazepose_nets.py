@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.io.tflite import load_converted, load_tflite, read_tflite, save_converted
-from tensorpose.models.blazepose import DETECTOR_FILE, LANDMARK_FILE, load_blazepose_networks
+from tensorpose.blazepose.networks import DETECTOR_FILE, LANDMARK_FILE, load_blazepose_networks
+from tensorpose.blazepose.tflite import load_converted, load_tflite, read_tflite, save_converted
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from tensorpose.augment import AugmentConfig, CpuAugment, sample_params
+from tensorpose.augment.crops import AugmentConfig, CpuAugment, sample_params
 from tensorpose.data.images import TopDownDataset
 from tensorpose.losses import heatmap_mse, masked_mse
-from tensorpose.metrics2d import pck
+from tensorpose.metrics.pose2d import pck
 from tensorpose.models import (
     AlexNetRegressor,
     centernet_pose_net,

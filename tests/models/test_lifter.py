@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tensorpose import metrics
-from tensorpose.models.lifter import TemporalLifter, filter_widths_for
+from tensorpose.lifting.model import TemporalLifter, filter_widths_for
 from tensorpose.skeleton import get_skeleton
 
 SK = get_skeleton("h36m17")

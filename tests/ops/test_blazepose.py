@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.ops.affine import warp_affine_fixed_point
-from tensorpose.ops.blazepose import (
+from tensorpose.blazepose.geometry import (
     alignment_roi,
     decode_detections,
     decode_landmarks,
@@ -19,6 +18,7 @@ from tensorpose.ops.blazepose import (
     ssd_anchors,
     weighted_nms,
 )
+from tensorpose.ops.affine import warp_affine_fixed_point
 
 
 def _sigmoid(x: float) -> float:

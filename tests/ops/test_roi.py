@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.augment import AugmentConfig, DeviceAugment, sample_params
+from tensorpose.augment.crops import AugmentConfig, DeviceAugment, sample_params
 from tensorpose.data.images import TopDownDataset, collate_topdown
 from tensorpose.ops.affine import (
     crop_matrix,

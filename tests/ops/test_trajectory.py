@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy import signal
 
-from tensorpose.metrics import trajectory_errors
+from tensorpose.metrics.pose3d import trajectory_errors
 from tensorpose.ops.trajectory import lowpass_trajectory, path_length, root_translation
 from tests.ops.test_camera import _naive_fit_to_rays
 

@@ -1,0 +1,318 @@
+"""BlazePose (MediaPipe's "full" pose model) on batches of frames: detect -> rotated ROI ->
+landmarks -> image pixels, as batched tensor code on the networks' device.
+
+- Image mode (:func:`image_people`): every frame on its own, as MediaPipe's
+  ``static_image_mode=True``: the detector, MediaPipe's weighted NMS, up to ``max_people``
+  ROIs per frame, one landmark pass over every ROI of the batch.
+- Video mode (:class:`BlazePoseTracker`): one frame of each of ``S`` streams (the cameras of a
+  recording) per call; a person's next ROI comes from its landmarks (the auxiliary alignment
+  points 33 and 34), a person whose pose presence falls below ``min_presence`` is lost, and
+  a stream runs the detector while it tracks fewer than ``max_people`` people (MediaPipe's
+  ``PoseLandmarker`` in video mode: with one person, only when it tracks nobody); with
+  MediaPipe's landmark smoothing (One-Euro filters, :meth:`BlazePoseTracker._smoothed`)
+  unless ``smooth=False``.
+
+Frames come as ``(B, H, W, 3)`` uint8 RGB (``pad_frames``: zero-padded to the largest, with
+their ``(B, 2)`` sizes ``(w, h)``). People come back per frame as ``keypoints (n, 33, 3)``
+(``x, y`` pixels, visibility), ``scores (n,)`` (the pose flag) and ``boxes (n, 4)`` (``x, y,
+w, h`` around the 33 landmarks), on the host, as :mod:`tensorpose.pose2d` returns them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+import torch
+from torch import nn
+
+from ..ops.affine import fixed_point_samples, warp_affine_fixed_point
+from .geometry import (
+    DETECTOR_SIZE,
+    LANDMARK_SIZE,
+    alignment_roi,
+    decode_detections,
+    decode_landmarks,
+    detection_to_image,
+    letterbox_roi,
+    one_euro_step,
+    roi_matrix,
+    ssd_anchors,
+    weighted_nms,
+)
+from .memory import keep_freed_memory
+from .networks import load_blazepose_networks
+
+__all__ = [
+    "BlazePose",
+    "BlazePoseTracker",
+    "check_frame_size",
+    "crop_rois",
+    "detect_rois",
+    "image_people",
+    "landmarks_in_rois",
+]
+
+NUM_LANDMARKS = 33
+MIN_SIDE = 64
+"""The smallest longer side (pixels) of a frame BlazePose takes: below it the detector, whose
+input is 224 pixels, finds people rarely and ghosts sometimes (a bundled COCO picture: its
+person is found at 64 and at 128 pixels wide, not at 48, 32 or 24, a ghost at 16)."""
+
+
+def check_frame_size(shape: tuple[int, ...], name: str) -> None:
+    """Raise a one-line ``ValueError`` naming ``name`` when a frame of ``shape (H, W, ...)`` is
+    too small for the detector (longer side under :data:`MIN_SIDE`)."""
+    h, w = shape[:2]
+    if max(h, w) < MIN_SIDE:
+        raise ValueError(f"{name}: {w}x{h} pixels is too small for BlazePose's person detector "
+                         f"(at least {MIN_SIDE} pixels on the longer side)")  # fmt: skip
+
+
+@dataclass
+class BlazePose:
+    """The two networks, their anchors, and MediaPipe's thresholds (its Python defaults)."""
+
+    detector: nn.Module
+    landmark: nn.Module
+    min_detection: float = 0.5
+    min_presence: float = 0.5
+    nms_iou: float = 0.3
+    roi_scale: float = 1.25
+    anchors: torch.Tensor = field(init=False)
+    kind: str = field(default="blazepose", init=False)
+    skeleton: str = field(default="coco17", init=False)
+
+    def __post_init__(self) -> None:
+        self.anchors = ssd_anchors().to(self.device)
+
+    @property
+    def device(self) -> torch.device:
+        t = next(iter([*self.detector.parameters(), *self.detector.buffers()]), None)
+        return t.device if t is not None else torch.device("cpu")
+
+    @classmethod
+    def load(cls, device: str | torch.device = "cpu", **kw) -> BlazePose:
+        """The shipped networks on ``device``. On a CPU the process then keeps the memory its
+        calls free for the next ones (:func:`tensorpose.blazepose.memory.keep_freed_memory`: glibc
+        would otherwise hand a batch's activations back and fault them in again each call)."""
+        if torch.device(device).type == "cpu":
+            keep_freed_memory()
+        det, lm = load_blazepose_networks(device)
+        return cls(det, lm, **kw)
+
+
+def _nchw(images: torch.Tensor) -> torch.Tensor:
+    return images.permute(0, 3, 1, 2)
+
+
+def crop_rois(images: torch.Tensor, M: torch.Tensor, size: int, frame_index: torch.Tensor,
+              sizes: torch.Tensor, border: str) -> torch.Tensor:  # fmt: skip
+    """MediaPipe's crops (OpenCV 4's fixed-point bilinear, :func:`~tensorpose.ops.affine.
+    warp_affine_fixed_point`) of frames ``images (B, H, W, 3)`` uint8 of ``sizes (B, 2)``:
+    ``(K, 3, size, size)`` uint8, crop ``k`` through ``M[k]`` from frame ``frame_index[k]``.
+
+    On a CPU the same integer arithmetic runs in ``cv2.remap`` (its fixed-point maps, one call
+    per crop over the frame's own pixels: about 6x faster than the tensor gather); elsewhere
+    in one batched gather. The crops come in channels-last memory, so the networks'
+    convolutions run channels-last (on a CPU about 1.5x faster than NCHW).
+    """
+    if images.device.type != "cpu":
+        return warp_affine_fixed_point(_nchw(images), M, (size, size), frame_index,
+                                       sizes[frame_index], border)  # fmt: skip
+    qx, qy = (q.numpy() for q in fixed_point_samples(M, (size, size)))
+    xy = np.empty((*qx.shape, 2), np.int16)  # the maps cv2.remap takes: CV_16SC2 and
+    np.clip(qx >> 5, -32768, 32767, out=xy[..., 0], casting="unsafe")  # frac_y * 32 + frac_x
+    np.clip(qy >> 5, -32768, 32767, out=xy[..., 1], casting="unsafe")
+    table = ((qy & 31) << 5 | (qx & 31)).astype(np.uint16)
+    out = np.empty((len(M), size, size, 3), np.uint8)
+    frames, wh = images.numpy(), sizes.tolist()
+    mode = cv2.BORDER_REPLICATE if border == "replicate" else cv2.BORDER_CONSTANT
+    for k, b in enumerate(frame_index.tolist()):  # one OpenCV call per crop
+        w, h = wh[b]
+        cv2.remap(frames[b, :h, :w], xy[k], table[k], cv2.INTER_LINEAR, dst=out[k],
+                  borderMode=mode)  # fmt: skip
+    return torch.from_numpy(out).permute(0, 3, 1, 2)
+
+
+def detect_rois(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_people: int):
+    """The detector on ``images (B, H, W, 3)``: up to ``max_people`` ROIs per frame.
+
+    Returns ``center (B, N, 2)``, ``side (B, N)``, ``rotation (B, N)`` (image pixels, radians)
+    and ``valid (B, N)``.
+    """
+    center, side, rot = letterbox_roi(sizes)
+    M = roi_matrix(center, side, rot, DETECTOR_SIZE)
+    x = crop_rois(images, M, DETECTOR_SIZE, torch.arange(len(M), device=M.device), sizes,
+                  "constant")  # fmt: skip
+    raw, logits = bp.detector(x.float().mul_(2 / 255).sub_(1.0))
+    boxes, kps, scores = decode_detections(raw, logits, bp.anchors)
+    _, kps, _, valid = weighted_nms(boxes, kps, scores, max_people, bp.nms_iou, bp.min_detection)
+    kps = detection_to_image(kps.flatten(1, 2), sizes).unflatten(1, kps.shape[1:3])
+    c, s, r = alignment_roi(kps[:, :, 0], kps[:, :, 1], bp.roi_scale)
+    return c, s, r, valid
+
+
+def landmarks_in_rois(bp, images, frame_index, center, side, rotation,
+                      sizes=None) -> dict[str, torch.Tensor]:  # fmt: skip
+    """The landmark network on ``K`` ROIs (``center (K, 2)``, ``side (K,)``, ``rotation
+    (K,)``) of frames ``frame_index (K,)`` (of ``sizes (B, 2)``, default the whole image):
+    ``xy (K, 39, 2)`` pixels, ``visibility`` and ``presence`` ``(K, 39)``, ``flag (K,)``
+    (pose presence).
+
+    The crop is MediaPipe's (OpenCV's fixed-point bilinear, replicated border, rounded to
+    uint8, then scaled to ``[0, 1]``).
+    """
+    M = roi_matrix(center, side, rotation, LANDMARK_SIZE)
+    if sizes is None:
+        sizes = torch.tensor(images.shape[2:0:-1], device=images.device).expand(len(images), 2)
+    crops = crop_rois(images, M, LANDMARK_SIZE, frame_index, sizes, "replicate")
+    # landmarks, pose flag, heatmaps (not the segmentation nor the world landmarks)
+    raw, flag, _, heatmaps, _ = bp.landmark(crops.float().mul_(1 / 255), outputs=(0, 1, 3))
+    out = decode_landmarks(raw, center, side, rotation, heatmaps, matrix=M)
+    out["flag"] = flag.reshape(-1)
+    return out
+
+
+def _people(out: dict, frame_index: torch.Tensor, B: int) -> list[dict]:
+    """Per frame: ``keypoints (n, 33, 3)``, ``scores (n,)``, ``boxes (n, 4)`` (host)."""
+    xy = out["xy"][:, :NUM_LANDMARKS].cpu().double()
+    vis = out["visibility"][:, :NUM_LANDMARKS].cpu().double()
+    kp = torch.cat([xy, vis[..., None]], -1)
+    lo, hi = xy.amin(1), xy.amax(1)
+    boxes = torch.cat([lo, hi - lo], -1)
+    scores = out["flag"].cpu().double()
+    fi = frame_index.cpu()
+    return [{"keypoints": kp[fi == b], "scores": scores[fi == b], "boxes": boxes[fi == b]}
+            for b in range(B)]  # fmt: skip
+
+
+_EMPTY = {"xy": (0, 39, 2), "visibility": (0, 39), "flag": (0,)}
+
+
+@torch.no_grad()
+def image_people(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor,
+                 max_people: int = 1) -> list[dict]:  # fmt: skip
+    """Image mode: every person found in each frame (see the module docstring).
+
+    The work runs under ``torch.inference_mode`` (less bookkeeping per operation: some 4% of
+    a frame on one CPU thread); the people come back as ordinary tensors."""
+    with torch.inference_mode():
+        c, s, r, valid = detect_rois(bp, images, sizes, max_people)
+        fi, slot = valid.nonzero(as_tuple=True)
+        if len(fi) == 0:
+            out = {k: torch.zeros(shape) for k, shape in _EMPTY.items()}
+        else:
+            out = landmarks_in_rois(bp, images, fi, c[fi, slot], s[fi, slot], r[fi, slot], sizes)
+            keep = out["flag"] >= bp.min_presence
+            out, fi = {k: v[keep] for k, v in out.items()}, fi[keep]
+    return _people(out, fi, images.shape[0])
+
+
+class BlazePoseTracker:
+    """Video mode over ``streams`` videos at once; call :meth:`step` with one frame of each.
+
+    Person ``j`` of a stream keeps slot ``j`` (its track id) while it is tracked; its next
+    ROI comes from its auxiliary landmarks. A stream runs the detector while it tracks fewer
+    than ``max_people`` people (as MediaPipe's ``PoseLandmarker`` in video mode: with one
+    person, when it tracks nobody), so that a person who comes into view, or who was hidden
+    when tracking began, is found; a new detection whose centre lies within a quarter side of
+    a tracked person's ROI is the same person and is dropped.
+    """
+
+    def __init__(self, bp: BlazePose, streams: int, max_people: int = 1, smooth: bool = True,
+                 fps: float = 30.0) -> None:  # fmt: skip
+        self.bp, self.S, self.N = bp, streams, max_people
+        self.smooth, self.fps = smooth, fps
+        dev = bp.device
+        # the smoothing filters' state per slot (MediaPipe's pose_landmark_filtering)
+        self.started = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
+        zeros = lambda n: torch.zeros(streams, max_people, n, 2, device=dev)  # noqa: E731
+        self.filters = {part: {k: zeros(n) for k in ("raw", "out", "speed")}
+                        for part, n in (("body", NUM_LANDMARKS), ("aux", 2))}  # fmt: skip
+        self.visibility = torch.zeros(streams, max_people, NUM_LANDMARKS, device=dev)
+        self.center = torch.zeros(streams, max_people, 2, device=dev)
+        self.side = torch.zeros(streams, max_people, device=dev)
+        self.rotation = torch.zeros(streams, max_people, device=dev)
+        self.live = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
+        self.redetect = torch.ones(streams, dtype=torch.bool)
+        self.detections = 0
+
+    def _detect(self, images: torch.Tensor, sizes: torch.Tensor) -> None:
+        need = self.redetect.nonzero().flatten()
+        if len(need) == 0:
+            return
+        self.detections += len(need)
+        idx = need.to(images.device)
+        c, s, r, ok = detect_rois(self.bp, images[idx], sizes[idx], self.N)
+        for k, st in enumerate(need.tolist()):  # per re-detecting stream: fill free slots
+            for j in ok[k].nonzero().flatten().tolist():
+                live = self.live[st]
+                d = torch.linalg.vector_norm(self.center[st] - c[k, j], dim=-1)
+                if (live & (d < self.side[st] / 4)).any() or live.all():
+                    continue
+                slot = int((~live).nonzero()[0])
+                self.center[st, slot], self.side[st, slot] = c[k, j], s[k, j]
+                self.rotation[st, slot], self.live[st, slot] = r[k, j], True
+                self.started[st, slot] = False  # a new person: its filters restart
+
+    def _smoothed(self, out: dict, st: torch.Tensor, slot: torch.Tensor) -> dict:
+        """MediaPipe's landmark smoothing (``pose_landmark_filtering``) of the people tracked
+        in slots ``(st, slot)``: visibility low-passed (alpha 0.1); the 33 landmarks and the
+        two auxiliary ones (which give the next ROI) One-Euro filtered in pixels (min cutoff
+        0.05 / 0.01, beta 80 / 10, derivative cutoff 1: the options in MediaPipe 0.10.14's
+        graph), the object scale being the side of the unscaled square on this frame's raw
+        auxiliary points (its ``AlignmentPointsRectsCalculator`` roi), at ``fps``
+        (MediaPipe's solution API: 30)."""
+        side = 2 * torch.linalg.vector_norm(out["xy"][:, 34] - out["xy"][:, 33], dim=-1)
+        started, scale = self.started[st, slot], 1.0 / side.clamp_min(1e-6)  # alignment_roi's
+        xy = out["xy"].clone()
+        for part, lo, hi, cutoff, beta in (("body", 0, NUM_LANDMARKS, 0.05, 80.0),
+                                           ("aux", 33, 35, 0.01, 10.0)):  # fmt: skip
+            prev = {k: v[st, slot] for k, v in self.filters[part].items()}
+            xy[:, lo:hi], new = one_euro_step(out["xy"][:, lo:hi], prev, started, scale,
+                                              self.fps, cutoff, beta)  # fmt: skip
+            for k, v in new.items():
+                self.filters[part][k][st, slot] = v
+        vis = out["visibility"].clone()
+        body = vis[:, :NUM_LANDMARKS]
+        smooth = 0.1 * body + 0.9 * self.visibility[st, slot]
+        vis[:, :NUM_LANDMARKS] = torch.where(started[:, None], smooth, body)
+        self.visibility[st, slot] = vis[:, :NUM_LANDMARKS]
+        return {**out, "xy": xy, "visibility": vis}
+
+    @torch.no_grad()
+    def step(self, images: torch.Tensor, sizes: torch.Tensor) -> list[dict]:
+        """One frame per stream (``images (S, H, W, 3)``): per stream ``keypoints (N, 33, 3)``,
+        ``scores (N,)``, ``boxes (N, 4)`` and ``track (N,)`` slot ids of the people tracked.
+
+        The work runs under ``torch.inference_mode`` (less bookkeeping per operation: some 4%
+        of a frame on one CPU thread); the people come back as ordinary tensors."""
+        with torch.inference_mode():
+            out, st, slot = self._advance(images, sizes)
+        people = _people(out, st, self.S)
+        tracks, stk = slot.cpu(), st.cpu()
+        for b, p in enumerate(people):
+            p["track"] = tracks[stk == b]
+        return people
+
+    def _advance(self, images: torch.Tensor, sizes: torch.Tensor) -> tuple[dict, ...]:
+        """Detect where needed, then the landmarks of every tracked person, their next ROIs and
+        the streams that detect next time: the kept people's outputs, streams and slots."""
+        self._detect(images, sizes)
+        st, slot = self.live.nonzero(as_tuple=True)
+        if len(st) == 0:
+            self.redetect[:] = True
+            return {k: torch.zeros(shape) for k, shape in _EMPTY.items()}, st, slot
+        out = landmarks_in_rois(self.bp, images, st, self.center[st, slot], self.side[st, slot],
+                                self.rotation[st, slot], sizes)  # fmt: skip
+        keep = out["flag"] >= self.bp.min_presence
+        if self.smooth:
+            out = self._smoothed(out, st, slot)
+        c, s, r = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], self.bp.roi_scale)
+        self.center[st, slot], self.side[st, slot], self.rotation[st, slot] = c, s, r
+        self.live[st, slot] = keep
+        self.started[st, slot] = keep  # a lost person's filters restart
+        self.redetect = (self.live.sum(1) < self.N).cpu()
+        return {k: v[keep] for k, v in out.items()}, st[keep], slot[keep]

@@ -1,0 +1,38 @@
+"""Several calibrated cameras -> 3D people.
+
+- :mod:`.recording`: a recording's cameras matched to a calibration (:class:`Recording`, read
+  a chunk of frames at a time), :func:`triangulate_cameras`, each camera's agreement.
+- :mod:`.dlt`: batched weighted DLT (normal matrices, solve), reprojection errors;
+  :mod:`.eigen4`: the closed-form smallest eigenvector of symmetric 4 x 4 matrices.
+- :mod:`.triangulate`: robust points (:class:`Triangulation`, weighted DLT with iterative
+  camera dropping).
+- :mod:`.association`: one person across views; :mod:`.everyone`: every person per frame.
+- :mod:`.people`: people linked over time (:class:`PeopleLinker`,
+  :func:`triangulate_cameras_people`).
+- :mod:`.motion3d`: triangulate's 3D outputs (axes, frame rate, filters, gap filling).
+"""
+
+from .association import triangulate_people
+from .dlt import reprojection_errors, weighted_dlt
+from .everyone import triangulate_everyone
+from .motion3d import Filter3D, filter_points
+from .people import PeopleLinker, triangulate_cameras_people
+from .recording import Recording, camera_agreement, open_recording, triangulate_cameras
+from .triangulate import Triangulation, triangulate_points
+
+__all__ = [
+    "Filter3D",
+    "PeopleLinker",
+    "Recording",
+    "Triangulation",
+    "camera_agreement",
+    "filter_points",
+    "open_recording",
+    "reprojection_errors",
+    "triangulate_cameras",
+    "triangulate_cameras_people",
+    "triangulate_everyone",
+    "triangulate_people",
+    "triangulate_points",
+    "weighted_dlt",
+]
