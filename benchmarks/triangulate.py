@@ -44,7 +44,7 @@ from tensorpose.io.calibration import load_calibration
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.multiview.association import triangulate_people
 from tensorpose.multiview.triangulate import DROP_RULES
-from tensorpose.ops import dlt
+from tensorpose.multiview import dlt
 
 INF = math.inf
 

@@ -41,9 +41,9 @@ def __dir__() -> list[str]:
 
 
 def _task_lookup(name: str) -> Any:
-    from .tasks.registry import _config_lookup
+    from .tasks.registry import config_lookup
 
-    return _config_lookup(name)
+    return config_lookup(name)
 
 
 def _task_names() -> list[str]:

@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_TASK",
     "Config",
     "ConfigError",
+    "check_run_name",
     "TrainConfig",
     "check_min",
     "check_ranges",
@@ -379,11 +380,32 @@ def _apply(cfg: Config, key: str, value: Any, from_text: bool) -> None:
         raise
 
 
+def check_run_name(name: str, key: str = "train.name") -> str:
+    """``name`` if it is one folder name (no separators, not ``.``/``..``, not absolute).
+
+    Raises:
+        ValueError: naming ``key`` and the value.
+    """
+    bad = (
+        not isinstance(name, str)
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+        or Path(name).is_absolute()
+        or any(ord(c) < 32 for c in name)
+    )
+    if bad:
+        raise ValueError(
+            f"{key} must be a single folder name inside the output folder (no '/', '..' or "
+            f"absolute path), got {name!r}"
+        )
+    return name
+
+
 def _check_keys(cfg: Config) -> None:
     """The checks of single keys: ranges of every section (:func:`valid` metadata; NaN/inf
     never), the run name, ``best_metric`` among the task's metrics."""
-    from .train.folder import check_run_name
-
     for prefix, section in (("train.", cfg.train), ("data.", cfg.data), ("model.", cfg.model)):
         check_ranges(section, prefix)
     t = cfg.train

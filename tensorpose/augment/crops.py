@@ -416,3 +416,55 @@ def from_reduced(matrix: np.ndarray, reduction: int) -> np.ndarray:
 def with_output_size(cfg: AugmentConfig, output_size: tuple[int, int]) -> AugmentConfig:
     """A copy of ``cfg`` with another crop size."""
     return replace(cfg, output_size=tuple(output_size))
+
+
+def augmented_crops(
+    dataset,
+    skeleton: Skeleton,
+    cfg: AugmentConfig,
+    people: Sequence[int] = (0, 1, 2, 3),
+    augmentations: int = 5,
+    seed: int = 0,
+    backend: str = "device",
+) -> dict:
+    """Per person, the plain crop and ``augmentations`` random ones (for pictures).
+
+    Args:
+        dataset: a :class:`~tensorpose.data.images.TopDownDataset`.
+        skeleton: the joints' skeleton.
+        cfg: augmentation ranges.
+        people: dataset indices.
+        augmentations: random crops per person.
+        seed: generator seed.
+        backend: ``"device"`` (batched torch) or ``"cpu"`` (per-sample OpenCV).
+
+    Returns:
+        ``images (N, H, W, 3)`` uint8 RGB, ``keypoints (N, 1, K, 2)``, ``visibility (N, 1, K)``,
+        ``captions`` (flip and rotation; ``plain`` first), ``columns`` = ``augmentations + 1``,
+        ``skeleton``; ``N = len(people) * columns``.
+    """
+    from ..data.images import collate_topdown
+
+    samples = [dataset[i] for i in people]
+    n = augmentations + 1
+    items = [s for s in samples for _ in range(n)]
+    g = torch.Generator().manual_seed(seed)
+    params = sample_params(cfg, len(items), g)
+    plain = sample_params(AugmentConfig.identity(cfg.output_size), len(items), g)
+    for f in params.__dataclass_fields__:  # column 0 of every row: the plain crop
+        getattr(params, f)[::n] = getattr(plain, f)[::n]
+    if backend == "cpu":
+        out = CpuAugment(cfg, skeleton).apply(items, params)
+    elif backend == "device":
+        out = DeviceAugment(cfg, skeleton)(collate_topdown(items), params=params)
+    else:
+        raise ValueError(f"backend must be 'device' or 'cpu', got {backend!r}")
+    crops = out["images"].round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    degrees = torch.rad2deg(params.rotation).tolist()
+    captions = [
+        "plain" if i % n == 0 else f"{'FLIP ' if bool(params.flip[i]) else ''}rot {degrees[i]:+.0f}"
+        for i in range(len(items))
+    ]
+    return {"images": crops, "keypoints": out["keypoints"][:, None],
+            "visibility": out["visibility"][:, None], "captions": captions, "columns": n,
+            "skeleton": skeleton}  # fmt: skip

@@ -2,8 +2,8 @@
 
 - :mod:`.recording`: a recording's cameras matched to a calibration (:class:`Recording`, read
   a chunk of frames at a time), :func:`triangulate_cameras`, each camera's agreement.
-- :mod:`.dlt`: batched weighted DLT (normal matrices, solve), reprojection errors;
-  :mod:`.eigen4`: the closed-form smallest eigenvector of symmetric 4 x 4 matrices.
+- :mod:`.dlt`: batched weighted DLT (normal matrices, the closed-form smallest eigenvector of
+  symmetric 4 x 4 matrices, row compaction on CPU), reprojection errors.
 - :mod:`.triangulate`: robust points (:class:`Triangulation`, weighted DLT with iterative
   camera dropping).
 - :mod:`.association`: one person across views; :mod:`.everyone`: every person per frame.

@@ -21,9 +21,16 @@ import torch
 
 from ..ops._checks import check_tensor
 from ..ops.camera import undistort_points
-from .dlt import _check_cameras, _dlt_basis, _dlt_features, _solve_upper, reprojection_errors
-from .eigen4 import _UPPER
-from .rows import _compact, _on_rows
+from .dlt import (
+    _UPPER,
+    _check_cameras,
+    _compact,
+    _dlt_basis,
+    _dlt_features,
+    _on_rows,
+    _solve_upper,
+    reprojection_errors,
+)
 from .triangulate import Triangulation, _check_drop, _robust
 
 __all__ = ["PeopleTriangulation", "triangulate_people"]

@@ -33,9 +33,15 @@ import torch
 
 from ..ops._checks import check_last_dims, check_tensor
 from ..ops.camera import undistort_points
-from .dlt import _check_cameras, _dlt_basis, _dlt_features, _solve_upper, reprojection_errors
-from .eigen4 import _UPPER
-from .rows import _on_rows
+from .dlt import (
+    _UPPER,
+    _check_cameras,
+    _dlt_basis,
+    _dlt_features,
+    _on_rows,
+    _solve_upper,
+    reprojection_errors,
+)
 
 __all__ = ["DROP_RULES", "Triangulation", "triangulate_points"]
 

@@ -206,7 +206,7 @@ UNDISTORT_ITERATIONS = 5
 ``cv2.undistortPoints`` (``TermCriteria(COUNT, 5, 0.01)``)."""
 
 
-def _dist5(name: str, dist: torch.Tensor) -> torch.Tensor:
+def opencv_dist5(name: str, dist: torch.Tensor) -> torch.Tensor:
     """``(..., 4)`` or ``(..., 5)`` OpenCV coefficients -> ``(..., 5)`` ``k1, k2, p1, p2, k3``."""
     check_tensor(name, dist)
     n = dist.shape[-1]
@@ -240,7 +240,7 @@ def distort(normalized: torch.Tensor, dist: torch.Tensor) -> torch.Tensor:
     """
     check_tensor("normalized", normalized)
     check_last_dims("normalized", normalized, (2,), "normalised xy")
-    xd, yd = _distort_xy(*normalized.unbind(-1), _dist5("dist", dist))
+    xd, yd = _distort_xy(*normalized.unbind(-1), opencv_dist5("dist", dist))
     return torch.stack([xd, yd], -1)
 
 
@@ -257,7 +257,7 @@ def _distort_xy(
     return xd, yd
 
 
-def _project_uvz(
+def project_uvz(
     points: torch.Tensor, K: torch.Tensor, dist: torch.Tensor, R: torch.Tensor, t: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pixel ``u``, ``v`` and depth ``z`` (each ``(...)``, contiguous) of ``points (..., 3)``;
@@ -282,7 +282,7 @@ def _project_broadcast(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pixels ``(..., 2)`` and depths ``(...)`` of ``points (..., 3)``; every leading dim of the
     camera parameters broadcasts against those of ``points`` (no ``N`` dim)."""
-    u, v, z = _project_uvz(points, K, dist, R, t)
+    u, v, z = project_uvz(points, K, dist, R, t)
     return torch.stack([u, v], -1), z
 
 
@@ -321,7 +321,7 @@ def project_points(
     check_last_dims("K", K, (3, 3), "intrinsic matrix")
     check_last_dims("R", R, (3, 3), "rotation matrix")
     check_last_dims("t", t, (3,), "translation")
-    dist = _dist5("dist", dist)
+    dist = opencv_dist5("dist", dist)
     uv, _ = _project_broadcast(
         points, K.unsqueeze(-3), dist.unsqueeze(-2), R.unsqueeze(-3), t.unsqueeze(-2)
     )
@@ -366,7 +366,7 @@ def undistort_points(
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     K = K.unsqueeze(-3)
-    k1, k2, p1, p2, k3 = _dist5("dist", dist).unsqueeze(-2).unbind(-1)
+    k1, k2, p1, p2, k3 = opencv_dist5("dist", dist).unsqueeze(-2).unbind(-1)
     x0 = (pixels[..., 0] - K[..., 0, 2]) / K[..., 0, 0]
     y0 = (pixels[..., 1] - K[..., 1, 2]) / K[..., 1, 1]
     x, y = x0, y0

@@ -14,7 +14,7 @@ A task is an ``nn.Module`` holding ``model`` (the trainer may wrap it in DDP or
 - :meth:`Task.evaluate`: validation metrics as floats (read back once per validation), with
   ``best_metric`` naming the one that selects ``best.pt`` and whether lower or higher is better;
 - :meth:`Task.predict`: predictions in eval mode (the previous train/eval mode is restored);
-- :meth:`Task.write_pictures`, :meth:`Task.report`: pictures and a printed summary;
+- :meth:`Task.picture_batch`, :meth:`Task.report`: what to picture and a printed summary;
 - ``capabilities``: what the task's configs and checkpoints serve beyond training and
   evaluation (:data:`CAPABILITIES`); commands check them with
   :func:`tensorpose.tasks.require_capability`, never by task name.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -211,9 +210,12 @@ class Task(nn.Module):
     def restore(self, extra: dict) -> None:
         """Take back what :meth:`extra` stored (after loading a checkpoint)."""
 
-    def write_pictures(self, run_dir: Path) -> list[Path]:
-        """Pictures for the run folder at the start of training."""
-        return []
+    def picture_batch(self) -> dict[str, Any] | None:
+        """Training inputs to picture at the start of training (``augment.png``, drawn by the
+        trainer with :func:`tensorpose.viz.draw.picture_grid`: a task draws nothing), or
+        ``None``: ``images (N, H, W, 3)`` uint8 RGB, ``keypoints (N, P, K, 2)`` pixels,
+        ``visibility (N, P, K)``, ``skeleton``; optional ``links``, ``captions``, ``columns``."""
+        return None
 
     @classmethod
     def metrics_json(cls, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
@@ -239,31 +238,22 @@ class CenterNetTask(Task):
         return out
 
     # -- pictures and reporting
-    def write_pictures(self, run_dir: Path) -> list[Path]:
-        """``augment.png``: up to four augmented training inputs with their people's joints."""
-        import cv2
-
+    def picture_batch(self) -> dict | None:
+        """Up to four augmented training inputs with their people's joints; see
+        :meth:`Task.picture_batch`."""
         from ..centernet.data import collate_multiperson
-        from ..viz.draw import draw_skeleton
 
         ds = self.train_set
         n = min(4, len(ds))
         if n == 0:
-            return []
+            return None
         batch = collate_multiperson([ds[i] for i in range(n)], self.cfg.data.max_people)
         g = torch.Generator().manual_seed(self.cfg.train.seed)
         out = self.centernet.augment({k: v for k, v in batch.items()}, g)
-        tiles = []
-        for i in range(out["images"].shape[0]):  # per picture: drawing
-            img = out["images"][i].permute(1, 2, 0).clamp(0, 255).byte().numpy().copy()
-            for p in out["valid"][i].nonzero().flatten().tolist():
-                vis = out["visibility"][i, p] > 0
-                if bool(vis.any()):
-                    img = draw_skeleton(img, out["keypoints"][i, p], vis, self.skeleton)
-            tiles.append(img)
-        path = Path(run_dir) / "augment.png"
-        cv2.imwrite(str(path), cv2.cvtColor(np.concatenate(tiles, 1), cv2.COLOR_RGB2BGR))
-        return [path]
+        valid = out["valid"][..., None]
+        return {"images": out["images"].permute(0, 2, 3, 1).clamp(0, 255).byte().numpy(),
+                "keypoints": out["keypoints"], "visibility": out["visibility"] * valid,
+                "skeleton": self.skeleton}  # fmt: skip
 
     ROWS = (("AP", "COCO AP"), ("AP50", "COCO AP50"), ("AP75", "COCO AP75"), ("AR", "COCO AR"),
             ("detections", "people in the results"))  # fmt: skip

@@ -119,7 +119,7 @@ def _check_capability(capability: str) -> None:
         )
 
 
-def _config_lookup(name: str) -> type[Task]:
+def config_lookup(name: str) -> type[Task]:
     """:func:`get_task` for :mod:`tensorpose.config`: an unknown name is a ``ConfigError``."""
     try:
         return get_task(name)
@@ -127,4 +127,4 @@ def _config_lookup(name: str) -> type[Task]:
         raise ConfigError(str(e)) from None
 
 
-set_task_lookup(_config_lookup, task_names)
+set_task_lookup(config_lookup, task_names)

@@ -294,12 +294,11 @@ class TopDownTask(Task):
         return out
 
     # -- pictures and reporting
-    def write_pictures(self, run_dir: Path) -> list[Path]:
-        """``augment.png``: plain and augmented training crops of a few people with their
-        keypoints and skeleton links (flips swap sides, rotations carry the joints)."""
-        import cv2
-
-        from ..viz.draw import augment_grid
+    def picture_batch(self) -> dict | None:
+        """Plain and augmented training crops of a few people with their keypoints and
+        skeleton links (flips swap sides, rotations carry the joints); see
+        :meth:`Task.picture_batch`."""
+        from ..augment.crops import augmented_crops
 
         ds = self.train_set.dataset
         people = []
@@ -311,12 +310,10 @@ class TopDownTask(Task):
                 pass
         people = sorted(set(people))[:4]
         if not people:
-            return []
-        grid = augment_grid(ds, self.skeleton, self.augment_config(), people, 5,
-                            self.cfg.train.seed, "cpu", links=self.coco.links)  # fmt: skip
-        path = Path(run_dir) / "augment.png"
-        cv2.imwrite(str(path), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
-        return [path]
+            return None
+        batch = augmented_crops(ds, self.skeleton, self.augment_config(), people, 5,
+                                self.cfg.train.seed, "cpu")  # fmt: skip
+        return {**batch, "links": self.coco.links}
 
     ROWS = (("pck", "PCK@0.2 (box)"), ("pck50", "PCK@0.5 (box)"), ("auc", "AUC (PCK 0..0.5)"),
             ("epe_px", "EPE (px)"), ("oks", "mean OKS"), ("AP", "COCO AP"), ("AP50", "COCO AP50"),

@@ -7,34 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import check_run_name
+
 __all__ = ["RunFolderError", "check_run_name", "fresh_name"]
 
 
 class RunFolderError(ValueError):
     """The run folder cannot be used; the message names it and the way out."""
-
-
-def check_run_name(name: str, key: str = "train.name") -> str:
-    """``name`` if it is one folder name (no separators, not ``.``/``..``, not absolute).
-
-    Raises:
-        ValueError: naming ``key`` and the value.
-    """
-    bad = (
-        not isinstance(name, str)
-        or name in (".", "..")
-        or "/" in name
-        or "\\" in name
-        or "\0" in name
-        or Path(name).is_absolute()
-        or any(ord(c) < 32 for c in name)
-    )
-    if bad:
-        raise ValueError(
-            f"{key} must be a single folder name inside the output folder (no '/', '..' or "
-            f"absolute path), got {name!r}"
-        )
-    return name
 
 
 def fresh_name(parent: Path, name: str) -> str:

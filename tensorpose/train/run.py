@@ -157,12 +157,21 @@ def _setup(cfg: Config, run_dir: Path, resume: bool, profile: bool, rank: int, w
     run.metric, run.mode = best_metric(cfg, task)
     if run.main:
         run.log = RunLog(run_dir, tc.tensorboard, append=resume)
-        run.pictures = task.write_pictures(run_dir) if not resume else []
+        batch = task.picture_batch() if not resume else None
+        run.pictures = [] if batch is None else [write_augment_picture(run_dir, batch)]
     run.prof = StepProfiler(device)
     run.tracer = trace_profiler(run_dir, device) if profile and run.main else None
     if run.tracer is not None:
         run.tracer.start()
     return run
+
+
+def write_augment_picture(run_dir: Path, batch: dict) -> Path:
+    """``augment.png`` in ``run_dir``: the task's :meth:`~tensorpose.tasks.base.Task.picture_batch`
+    drawn (OpenCV is imported here, so a run that pictures nothing does not load it)."""
+    from ..viz.draw import picture_grid, write_picture
+
+    return write_picture(run_dir / "augment.png", picture_grid(batch))
 
 
 def open_run_folder(run_dir: Path, resume: bool) -> FolderLock:

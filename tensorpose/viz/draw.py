@@ -36,9 +36,11 @@ __all__ = [
     "draw_lift_frame",
     "draw_people",
     "draw_skeleton",
+    "picture_grid",
     "plot_curves",
     "plot_joint_xy",
     "plot_skeletons_3d",
+    "write_picture",
 ]
 
 LEFT, RIGHT, MIDDLE = (40, 200, 40), (255, 140, 0), (60, 120, 255)  # RGB, every picture
@@ -199,51 +201,54 @@ def augment_grid(
     links: Sequence[tuple[int, int]] | None = None,
 ) -> np.ndarray:
     """A grid: one row per person, the plain crop first, then ``augmentations`` random ones,
-    each captioned with its flip and rotation.
-
-    Args:
-        dataset: a :class:`~tensorpose.data.images.TopDownDataset`.
-        skeleton: the joints' skeleton.
-        cfg: an :class:`~tensorpose.augment.crops.AugmentConfig`.
-        people: dataset indices.
-        augmentations: random crops per person.
-        seed: generator seed.
-        backend: ``"device"`` (batched torch) or ``"cpu"`` (per-sample OpenCV).
-        links: drawing links (e.g. the COCO file's); default the skeleton's bones.
+    each captioned with its flip and rotation (:func:`picture_grid` of
+    :func:`~tensorpose.augment.crops.augmented_crops`; the arguments are that function's).
 
     Returns:
         ``(rows * H, (augmentations + 1) * W, 3)`` uint8 RGB.
     """
-    from ..augment.crops import AugmentConfig, CpuAugment, DeviceAugment, sample_params
-    from ..data.images import collate_topdown
+    from ..augment.crops import augmented_crops
 
-    samples = [dataset[i] for i in people]
-    n = augmentations + 1
-    items = [s for s in samples for _ in range(n)]
-    g = torch.Generator().manual_seed(seed)
-    params = sample_params(cfg, len(items), g)
-    plain = sample_params(AugmentConfig.identity(cfg.output_size), len(items), g)
-    for f in params.__dataclass_fields__:  # column 0 of every row: the plain crop
-        getattr(params, f)[::n] = getattr(plain, f)[::n]
-    if backend == "cpu":
-        out = CpuAugment(cfg, skeleton).apply(items, params)
-    elif backend == "device":
-        out = DeviceAugment(cfg, skeleton)(collate_topdown(items), params=params)
-    else:
-        raise ValueError(f"backend must be 'device' or 'cpu', got {backend!r}")
-    crops = out["images"].round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    batch = augmented_crops(dataset, skeleton, cfg, people, augmentations, seed, backend)
+    return picture_grid({**batch, "links": links})
+
+
+def picture_grid(batch: dict) -> np.ndarray:
+    """Training inputs with their people's joints, tiled ``columns`` to a row.
+
+    Args:
+        batch: ``images (N, H, W, 3)`` uint8 RGB; ``keypoints (N, P, K, 2)`` pixels;
+            ``visibility (N, P, K)`` (joints > 0 drawn, people without any left out);
+            ``skeleton``; optional ``links`` (default the skeleton's bones), ``captions``
+            (N strings) and ``columns`` (default N: one row).
+
+    Returns:
+        ``(rows * H, columns * W, 3)`` uint8 RGB, thin white separators between columns.
+    """
+    images, kps, vis = batch["images"], batch["keypoints"], batch["visibility"]
+    skeleton, links = batch["skeleton"], batch.get("links")
+    captions = batch.get("captions")
+    n = batch.get("columns") or len(images)
     tiles = []
-    for i in range(len(items)):
-        t = draw_skeleton(crops[i], out["keypoints"][i], out["visibility"][i], skeleton, links)
-        flip = bool(params.flip[i])
-        deg = float(torch.rad2deg(params.rotation[i]))
-        _caption(t, "plain" if i % n == 0 else f"{'FLIP ' if flip else ''}rot {deg:+.0f}")
+    for i in range(len(images)):  # per picture: drawing
+        t = np.ascontiguousarray(images[i]).copy()
+        for p in range(kps[i].shape[0]):
+            if bool((vis[i][p] > 0).any()):
+                t = draw_skeleton(t, kps[i][p], vis[i][p], skeleton, links)
+        if captions is not None:
+            _caption(t, captions[i])
         tiles.append(t)
-    W = cfg.output_size[1]
-    rows = [np.concatenate(tiles[r * n : (r + 1) * n], axis=1) for r in range(len(samples))]
+    W = tiles[0].shape[1]
+    rows = [np.concatenate(tiles[r : r + n], axis=1) for r in range(0, len(tiles), n)]
     grid = np.concatenate(rows, axis=0)
     grid[:, W - 1 :: W][:, : n - 1] = 255  # thin separators
     return grid
+
+
+def write_picture(path: Path, image: np.ndarray) -> Path:
+    """Write ``image (H, W, 3)`` uint8 RGB to ``path`` (PNG, JPEG: by the suffix)."""
+    cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    return path
 
 
 def _pyplot():

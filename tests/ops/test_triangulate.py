@@ -15,8 +15,13 @@ import torch
 from tensorpose.io.calibration import Calibration, load_calibration
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.multiview.association import triangulate_people
-from tensorpose.multiview.dlt import dlt_normal_matrices, reprojection_errors, weighted_dlt
-from tensorpose.multiview.eigen4 import _adjugate4, smallest_eigenvector
+from tensorpose.multiview.dlt import (
+    _adjugate4,
+    dlt_normal_matrices,
+    reprojection_errors,
+    smallest_eigenvector,
+    weighted_dlt,
+)
 from tensorpose.multiview.triangulate import triangulate_points
 from tensorpose.ops import camera
 
@@ -436,7 +441,7 @@ def test_people_ragged_input_equals_padded(cal):
 def test_fixed_shape_path_equals_compacted_path(cal, monkeypatch, drop):
     """The path other devices take (every row at fixed shapes, no nonzero), run on CPU, gives
     the same results as CPU's compacted rows; leading dims of any rank."""
-    import tensorpose.multiview.rows as tri
+    import tensorpose.multiview.dlt as tri
 
     kp = bundled_keypoints(slice(0, 100, 9))
     args = (cal.K, cal.dist, cal.R, cal.t)
@@ -519,8 +524,8 @@ def test_bad_inputs(cal):
 def test_blocked_solve_and_features_equal_the_whole_batch(monkeypatch):
     """The CPU solver's blocks of matrices give the values of one batch, bit for bit; the DLT
     features equal their formula ``w^2 (x^2 + y^2), w^2 x, w^2 y, w^2`` (0 where unused)."""
-    from tensorpose.multiview.eigen4 import _UPPER
-    from tensorpose.ops import dlt
+    from tensorpose.multiview import dlt
+    from tensorpose.multiview.dlt import _UPPER
 
     g = torch.Generator().manual_seed(4)
     A = torch.randn(300, 4, 4, dtype=torch.float64, generator=g)
