@@ -9,14 +9,13 @@ import pytest
 import torch
 import yaml
 
-from tensorpose import metrics
 from tensorpose.data.mocap import load_bvh_sequences
 from tensorpose.data.synth import KinematicAugmenter, SynthConfig, SyntheticLiftingBatches
 from tensorpose.ops import bone_lengths
-from tensorpose.ops.procrustes import procrustes_align
 from tensorpose.ops.camera import normalize_screen, project
 from tensorpose.ops.poseaug_cameras import normalize_with_intrinsics
 from tensorpose.ops.poseaug_joints import H36M17_LIMITS, apply_rotations, joint_angles
+from tensorpose.ops.procrustes import procrustes_align
 from tensorpose.skeleton import get_skeleton
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "synth_lift.yaml"
