@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import base_parser, device_name, print_table, sync, times, write_json
 from tensorpose.io.calibration import load_calibration
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
+from tensorpose.multiview import dlt
 from tensorpose.multiview.association import triangulate_people
 from tensorpose.multiview.triangulate import DROP_RULES
-from tensorpose.multiview import dlt
 
 INF = math.inf
 
