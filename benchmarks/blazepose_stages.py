@@ -42,7 +42,7 @@ from tensorpose.blazepose.pipeline import (  # noqa: E402
 from tensorpose.io.video import iter_frames  # noqa: E402
 from tensorpose.pose2d import pad_frames  # noqa: E402
 
-VIDEO = ROOT.parent / "shared/data/tracks/openpose_body25b/videos/cam01.mp4"
+VIDEO = ROOT / "examples/balancing_trial/videos/cam01.mp4"
 
 
 def stages(device: torch.device, video: Path, batch: int, repeats: int) -> dict[str, float]:

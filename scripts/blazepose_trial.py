@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.common import device_name  # noqa: E402
 
-TRIAL = ROOT.parent / "shared/data/tracks/openpose_body25b"
+TRIAL = ROOT / "examples/balancing_trial"
 RESULTS = ROOT / "benchmarks/results"
 LIMB_JOINTS = list(range(5, 17))  # COCO-17: shoulders .. ankles
 

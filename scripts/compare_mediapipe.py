@@ -10,7 +10,7 @@ reports per video the median and 95th percentile of the landmark pixel distance 
 landmarks of the frames where both found a person), and both frame rates::
 
     python scripts/compare_mediapipe.py --frames 100 \
-        ../shared/data/tracks/openpose_body25b/videos/cam01.mp4
+        examples/balancing_trial/videos/cam01.mp4
 
 writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load average).
 ``--mode video`` compares video mode instead (MediaPipe's ``static_image_mode=False``: its
@@ -41,8 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VIDEOS = [
-    *sorted((ROOT.parent / "shared/data/tracks/openpose_body25b/videos").glob("*.mp4")),
-    *sorted((ROOT.parent / "shared/data/videos/two_people").glob("*.mp4")),
+    *sorted((ROOT / "examples/balancing_trial/videos").glob("*.mp4")),
+    *sorted((ROOT / "examples/two_people").glob("*.mp4")),
 ]
 OUT = ROOT / "benchmarks/results/blazepose_vs_mediapipe_cpu.json"
 

@@ -4,7 +4,7 @@
 # case cannot take the others with it). Results: benchmarks/results/*_cuda.json (device name,
 # torch version inside); the log: $LOG (default cuda_checks.log).
 #
-#   scripts/cuda_checks.sh            # needs ../shared/data (the balancing trial) for BlazePose
+#   scripts/cuda_checks.sh            # BlazePose runs on examples/balancing_trial
 #   ONLY='pytest|blazepose' scripts/cuda_checks.sh     # only the steps whose names match
 #
 # Packages the image may lack (pycocotools, filterpy, tflite) are installed from ./.whl when

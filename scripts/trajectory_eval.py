@@ -22,7 +22,7 @@ Two sets:
   reference is the triangulated mid-hip (``tensorpose triangulate``'s points) moved into that
   camera's frame with the calibration's ``R``, ``t`` (frames where the camera had none of
   the person's keypoints are left out, as in ``eval-wild``); with ``--two-people DIR`` also the
-  two-person recording (``../shared/data/videos/two_people``, 100 frames at 60 fps) from
+  two-person recording (``examples/two_people``, 100 frames at 60 fps) from
   BlazePose's 2D (``tensorpose predict VIDEOS --model blazepose --max-people 2 --out tp``,
   then ``--two-people tp/openpose``), every person against its own triangulation.
 
@@ -52,7 +52,7 @@ from tensorpose.ops.trajectory import lowpass_trajectory
 
 TRIAL = "tensorpose/assets/tracks/openpose_body25b"
 HOLDOUTS = ["131_03", "01_01_jump_30fps"]
-TWO_PEOPLE_CALIB = "../shared/data/videos/two_people/Calib.qca.txt"
+TWO_PEOPLE_CALIB = "examples/two_people/Calib.qca.txt"
 CUTOFFS = [(None, None), (2.0, None), (6.0, None), (6.0, 2.0), (6.0, 1.0), (6.0, 0.5),
            (6.0, 0.25)]  # fmt: skip
 """(cutoff, depth cutoff) Hz of each candidate; (None, None): the raw per-frame fit."""

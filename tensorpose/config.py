@@ -155,7 +155,7 @@ def check_ranges(section: Any, prefix: str) -> None:
 
 def ranges_table(task: str | None = None) -> str:
     """A Markdown table of every numeric key of ``task`` (default: every registered task) with
-    its default and valid range, generated from the field metadata (the README's table)."""
+    its default and valid range, generated from the field metadata (docs/training.md's table)."""
     rows: dict[tuple[str, int], list] = {}
     names = [task] if task else _task_names()
     for name in names:

@@ -137,10 +137,10 @@ def test_switching_task_takes_its_sections():
     assert config_from_dict(config_to_dict(cfg)) == cfg
 
 
-def test_readme_lists_every_range_as_the_metadata_says():
+def test_training_doc_lists_every_range_as_the_metadata_says():
     from tensorpose.config import ranges_table
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
     table = text.split("<!-- ranges:begin -->\n", 1)[1].split("\n<!-- ranges:end -->", 1)[0]
     assert table == ranges_table()
 

@@ -53,7 +53,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 SHARED = ROOT.parent / "shared" / "data" / "tracks"
 TRIALS = {
     "balancing": {"tracks": ROOT / "tensorpose/assets/tracks/openpose_body25b", "people": None,
-                  "videos": SHARED / "openpose_body25b" / "videos"},
+                  "videos": ROOT / "examples/balancing_trial/videos"},
     "synthetic_two_people": {"tracks": SHARED / "synthetic_two_people", "people": "auto"},
 }  # fmt: skip
 RULES = {"pose2sim": "pose2sim", "default": "leave_one_out"}
