@@ -186,13 +186,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _triangulate(args: argparse.Namespace) -> int:
     from .apps.triangulate import summary, triangulate_folder
+    from .multiview.recording import drop_rule
 
     out = args.out or f"triangulated_{Path(args.tracks_dir).resolve().name}"
     r = triangulate_folder(args.tracks_dir, args.calib, out, min_confidence=args.min_confidence,
                     max_reprojection_px=args.max_reprojection_px, layout=args.layout,
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
                     filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
-                    drop={"tensorpose": "leave_one_out"}.get(args.drop_rule, args.drop_rule),
+                    drop=drop_rule(args.drop_rule),
                     chunk_frames=args.chunk_frames)  # fmt: skip
     _print(summary(r))
     return 0
@@ -489,6 +490,11 @@ def add_demo(sub) -> None:
     p.set_defaults(func=_demo)
 
 
+DROP_RULE_CHOICES = ("tensorpose", "pose2sim")
+"""``--drop-rule``'s choices: the keys of :data:`tensorpose.multiview.recording.DROP_FLAGS`
+(kept here so that ``tensorpose --help`` imports no torch; a test checks they agree)."""
+
+
 def add_triangulate(sub) -> None:
     p = sub.add_parser(
         "triangulate",
@@ -515,7 +521,7 @@ def add_triangulate(sub) -> None:
     p.add_argument("--max-gap", type=int, default=None,
                    help="fill gaps of up to this many frames linearly (default: 10 with a "
                    "filter, 20 with --drop-rule pose2sim, 0 otherwise)")  # fmt: skip
-    p.add_argument("--drop-rule", default="tensorpose", choices=("tensorpose", "pose2sim"),
+    p.add_argument("--drop-rule", default="tensorpose", choices=DROP_RULE_CHOICES,
                    help="camera dropping: tensorpose (while any camera's error is over "
                    "--max-reprojection-px, drop the camera without which the others agree "
                    "best) or pose2sim (Pose2Sim's: while the mean error is over it, the best "

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.apps.triangulate import check_people, output_names, triangulate_folder
+from tensorpose.apps.triangulate import output_names, triangulate_folder
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks
 from tensorpose.multiview.everyone import candidates, select_people, triangulate_everyone
-from tensorpose.multiview.people import link_people, triangulate_cameras_people
+from tensorpose.multiview.people import check_people, link_people, triangulate_cameras_people
 from tensorpose.multiview.recording import pack_keypoints, read_cameras, triangulate_cameras
 
 TWO = Path(__file__).parent / "data" / "synthetic_two_people"
@@ -211,3 +211,23 @@ def test_people_outputs_and_errors(tmp_path):
                               overwrite=True, plot=False)  # fmt: skip
     assert len(auto["people"]) == 3  # the two people and a bystander seen by cam01 and cam02
     assert not (out / "synthetic_two_people_3d_tracks.png").exists()  # a stale output removed
+
+
+@pytest.mark.parametrize("method", ["none", "butterworth", "kalman", "rts"])
+def test_filter_points_batched_people_equal_one_call_each(method):
+    """``filter_points`` on every person at once (``per_person``) gives, bit for bit, the
+    points, filled samples and jitter figures of one call per person (each joint's coordinate
+    is a series of its own)."""
+    from tensorpose.multiview.motion3d import Filter3D, filter_points
+
+    rng = np.random.default_rng(0)
+    points = np.cumsum(rng.normal(0, 0.01, (3, 90, 5, 3)), 1)
+    points[rng.random((3, 90, 5)) < 0.2] = np.nan
+    points[1, 20:60] = np.nan  # a long gap: left unfilled
+    f = Filter3D(method, max_gap=4)
+    batched, filled, figures = filter_points(points, f, 60.0, per_person=True)
+    for p in range(len(points)):  # the per-person loop the command ran before
+        one, fill_one, fig_one = filter_points(points[p], f, 60.0)
+        np.testing.assert_array_equal(batched[p], one)
+        np.testing.assert_array_equal(filled[p], fill_one)
+        assert figures[p] == fig_one

@@ -60,7 +60,7 @@ def _one_pass_single(cams) -> dict:
     """The op on every frame at once (what ``triangulate`` did before chunks)."""
     cal = cams.calibration.to(dtype=torch.float64)
     r = triangulate_people(pack_keypoints(cams), cal.K, cal.dist, cal.R, cal.t)
-    r = {k: v.numpy() for k, v in vars(r).items()}
+    r = r.numpy().arrays()
     r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
     return r
 
@@ -80,7 +80,7 @@ def test_people_chunks_equal_one_pass():
     cams = read_cameras(TWO, TWO / "Calib.qca.txt")
     cal = cams.calibration.to(dtype=torch.float64)
     r = triangulate_everyone(pack_keypoints(cams), cal.K, cal.dist, cal.R, cal.t)
-    r = {k: v.numpy() for k, v in vars(r).items()}
+    r = r.numpy().arrays()
     r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
     tracks = split_tracks(r, link_people(centres(r["points"], r["valid"])))
     order = sorted(range(len(tracks)), key=lambda k: -int(tracks[k]["valid"].sum()))
@@ -156,3 +156,22 @@ def test_camera_agreement_in_chunks_equals_one_pass():
     for a, b in zip(parts, whole, strict=True):
         assert a["used"] == b["used"]
         assert a["median_px"] == pytest.approx(b["median_px"], rel=1e-12)
+
+
+@pytest.mark.parametrize("people", [None, "auto"])
+@pytest.mark.parametrize("chunk", [1000, 7])
+def test_agreement_gathered_while_triangulating_equals_camera_agreement(people, chunk):
+    """The agreement the triangulation gathers from the detections it already read
+    (``agreement=CameraAgreement``, no second read) equals :func:`camera_agreement` on its
+    result, exactly; with ``people``, over the people kept."""
+    from tensorpose.multiview.recording import CameraAgreement, camera_agreement
+
+    root = BUNDLED if people is None else TWO
+    calib = root / "Calib.qca.txt"
+    cams = open_recording(root, calib)
+    tally = CameraAgreement(cams, 0.3)
+    if people is None:
+        tris = [triangulate_cameras(cams, chunk_frames=chunk, agreement=tally)]
+    else:
+        tris = triangulate_cameras_people(cams, chunk_frames=chunk, agreement=tally)
+    assert tally.result(tris) == camera_agreement(read_cameras(root, calib), tris)

@@ -22,7 +22,7 @@ import torch
 from ..io.tracks import Keypoints2D
 from ..lifting.inference import lift_keypoints, load_lifter
 from ..metrics.pose3d import compare_with_reference
-from ..multiview.people import triangulate_cameras_people
+from ..multiview.people import check_people, triangulate_cameras_people
 from ..multiview.recording import read_cameras, summarize, triangulate_cameras
 from ..ops.camera import project_points
 
@@ -87,7 +87,6 @@ def eval_wild(
         ValueError: no camera could be lifted (each camera's reason named), and the readers'
             errors.
     """
-    from .triangulate import check_people
 
     people = check_people(people)
     lifter = load_lifter(checkpoint, device)

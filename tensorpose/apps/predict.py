@@ -48,12 +48,12 @@ from ..io.openpose import write_openpose
 from ..io.video import (
     IMAGE_EXTENSIONS,
     FrameBatch,
+    OpenedVideo,
     VideoWriter,
     count_frames,
     is_video,
     iter_frames,
     iter_videos_lockstep,
-    video_info,
 )
 from ..layouts import COCO17_INDEX, COCO_LINKS, to_coco18
 from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
@@ -233,12 +233,13 @@ def _run(input, pose, detector, dets, names, staged, batch_size, box_threshold, 
     return counts
 
 
-def _tracked_videos(input: Path, pose: PoseModel, tracking: bool) -> list[Path] | None:
-    """The videos BlazePose's video mode runs on: the input video, or the videos of a folder
+def _tracked_videos(input: Path, video: bool, pose: PoseModel,
+                    tracking: bool) -> list[Path] | None:  # fmt: skip
+    """The videos BlazePose's video mode runs on: the input ``video``, or the videos of a folder
     (the cameras of one recording); ``None``: per-frame (image) mode."""
     if pose.kind != "blazepose" or not tracking:
         return None
-    if is_video(input):
+    if video:
         return [input]
     if not input.is_dir():
         return None
@@ -253,7 +254,8 @@ def _tracked_videos(input: Path, pose: PoseModel, tracking: bool) -> list[Path] 
     return videos
 
 
-def _run_tracked(videos: list[Path], pose, staged: list[_Staged], bar, max_people: int) -> dict:
+def _run_tracked(videos: list[OpenedVideo], pose, staged: list[_Staged], bar,
+                 max_people: int) -> dict:  # fmt: skip
     """BlazePose's video mode over the videos side by side, one frame of each per step (one
     batch); a video that ended early gets black frames, its outputs dropped."""
     counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
@@ -263,7 +265,7 @@ def _run_tracked(videos: list[Path], pose, staged: list[_Staged], bar, max_peopl
         for i, fb in enumerate(step):
             if fb is not None:
                 if last[i] is None:
-                    check_frame_size(fb.images[0].shape, str(videos[i]))
+                    check_frame_size(fb.images[0].shape, str(videos[i].path))
                 last[i] = fb.images[0]
             elif last[i] is not None and last[i].any():
                 last[i] = np.zeros_like(last[i])
@@ -335,32 +337,40 @@ def predict(
     _check_models(pose, boxes, detector)
     video = is_video(input)
     stem = input.stem if input.is_file() else input.resolve().name
-    videos = _tracked_videos(input, pose, tracking)
+    videos = _tracked_videos(input, video, pose, tracking)
     cameras = videos is not None and input.is_dir()  # one output per camera video
     movies = [f"{v.stem}.mp4" for v in videos] if cameras else [f"{stem}.mp4"]
     outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", *movies], inputs=[
         input, boxes, *inputs], overwrite=overwrite, whole_folder=True)  # fmt: skip
     dets, names = load_detections(boxes) if boxes is not None else ({}, {})
-    total = sum(count_frames(v) or 0 for v in videos) if videos else count_frames(input)
+    opened: list[OpenedVideo] = []  # each video opened once: probed, then decoded
     which = {"coco": coco, "openpose": openpose, "draw": draw}
-    bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}",
-               leave=False)  # fmt: skip
     args = (which, min_score, min_keypoint_score, pose.skeleton)
+    bar = None
     try:
+        for v in videos or ([input] if video else []):  # a handful of videos
+            opened.append(OpenedVideo(v))
+        total = (sum(o.count for o in opened) if videos
+                 else (opened[0].count or None) if video else count_frames(input))  # fmt: skip
+        bar = tqdm(total=total, unit="frame", disable=not progress, desc=f"predict {input.name}",
+                   leave=False)  # fmt: skip
         with outputs:
             if videos is None:
-                fps = (video_info(input)[1] or 30.0) if video else 30.0
+                fps = (opened[0].fps or 30.0) if video else 30.0
                 staged = [_Staged(outputs, stem, video, fps, *args)]
-                counts = _run(input, pose, detector, dets, names, staged[0], batch_size,
-                              box_threshold, bar, max_people)  # fmt: skip
+                counts = _run(opened[0] if video else input, pose, detector, dets, names,
+                              staged[0], batch_size, box_threshold, bar, max_people)  # fmt: skip
             else:
-                staged, counts = _run_videos(outputs, videos, cameras, args, pose, bar, max_people)
+                staged, counts = _run_videos(outputs, opened, cameras, args, pose, bar, max_people)
             if boxes is not None and not counts["matched"]:
                 raise _no_match(boxes, counts["frames"], counts["ids"], dets)
             _finish(outputs, staged, cameras)
             written = outputs.commit()
     finally:
-        bar.close()
+        for o in opened:  # a handful of videos
+            o.close()
+        if bar is not None:
+            bar.close()
     return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0)
 
 
@@ -371,10 +381,10 @@ def _result(counts: dict, written: list[Path], seconds: float, cameras: int) -> 
                          counts["empty"], counts.get("detector_frames"), cameras)  # fmt: skip
 
 
-def _run_videos(outputs, videos: list[Path], cameras: bool, args: tuple, pose, bar,
+def _run_videos(outputs, videos: list[OpenedVideo], cameras: bool, args: tuple, pose, bar,
                 max_people: int) -> tuple[list[_Staged], dict]:  # fmt: skip
-    """BlazePose's video mode: the staged outputs of each video and the counts."""
-    staged = [_Staged(outputs, v.stem, True, video_info(v)[1] or 30.0, *args, cameras)
+    """BlazePose's video mode: the staged outputs of each (opened) video and the counts."""
+    staged = [_Staged(outputs, v.path.stem, True, v.fps or 30.0, *args, cameras)
               for v in videos]  # fmt: skip
     return staged, _run_tracked(videos, pose, staged, bar, max_people)
 

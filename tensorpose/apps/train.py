@@ -11,6 +11,7 @@ from typing import Any
 from ..config import Config, load_config
 from ..inference import evaluate
 from ..tasks import get_task
+from ..train.atomic_save import write_text_atomic
 from ..train.trainer import train
 
 __all__ = ["train_and_evaluate", "train_command"]
@@ -19,8 +20,10 @@ __all__ = ["train_and_evaluate", "train_command"]
 def train_and_evaluate(
     cfg: Config, resume: str | Path | None = None, progress: bool = True, profile: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Train ``cfg`` (or resume the run folder ``resume``), then evaluate its checkpoint on the
-    run's validation data and write ``metrics.json`` into the run folder.
+    """Train ``cfg`` (or resume the run folder ``resume``), then write the evaluation of its
+    checkpoint on the run's validation data, ``metrics.json``, into the run folder (atomically):
+    the trainer's validation of the last epoch (the checkpoint's weights), or, when no epoch ran
+    (a finished run resumed), :func:`~tensorpose.inference.evaluate` of the checkpoint.
 
     Returns:
         ``(train result, evaluation)``; the evaluation is ``None`` on DDP ranks other than 0.
@@ -28,9 +31,9 @@ def train_and_evaluate(
     result = train(cfg, resume, progress=progress, resume=resume is not None, profile=profile)
     if result["world_size"] > 1 and int(os.environ.get("RANK", "0")) != 0:
         return result, None
-    m = evaluate(result["checkpoint"], device=cfg.train.device)
+    m = result.get("evaluation") or evaluate(result["checkpoint"], device=cfg.train.device)
     metrics = get_task(cfg.task).metrics_json(m)
-    (result["run_dir"] / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    write_text_atomic(result["run_dir"] / "metrics.json", json.dumps(metrics, indent=1))
     return result, m
 
 

@@ -36,13 +36,11 @@ from ..multiview.motion3d import (
     find_fps,
     to_axes,
 )
-from ..multiview.people import MAX_PEOPLE, centres, triangulate_cameras_people
+from ..multiview.people import MAX_PEOPLE, centres, check_people, triangulate_cameras_people
 from ..multiview.recording import (
     CHUNK_FRAMES,
+    CameraAgreement,
     check_agreement,
-    check_chunk,
-    check_options,
-    find_camera_folders,
     open_recording,
     summarize,
     triangulate_cameras,
@@ -50,7 +48,7 @@ from ..multiview.recording import (
 from ..viz.charts import reprojection_errors_picture
 from ..viz.draw import plot_people_tracks
 
-__all__ = ["check_people", "output_names", "summary", "triangulate_folder"]
+__all__ = ["output_names", "summary", "triangulate_folder"]
 
 
 def output_names(name: str, people: int | None = None) -> list[str]:
@@ -62,21 +60,9 @@ def output_names(name: str, people: int | None = None) -> list[str]:
     return [*files, f"{name}_3d_tracks.png"]
 
 
-def check_people(people: int | str | None) -> int | str | None:
-    """``None`` (one person), ``"auto"`` or a count 1..MAX_PEOPLE (ints or their text)."""
-    if people is None or people == "auto":
-        return people
-    if isinstance(people, str) and people.strip().isdigit():
-        people = int(people)
-    if not isinstance(people, int) or isinstance(people, bool) or not 1 <= people <= MAX_PEOPLE:
-        raise ValueError(f"--people must be auto or a number in 1..{MAX_PEOPLE}, got {people!r}")
-    return people
-
-
-def _fps(tracks_dir: Path, fps: float | None) -> tuple[float, str]:
+def _fps(tracks_dir: Path, folders: list[Path], fps: float | None) -> tuple[float, str]:
     """``fps``, else what the input says (:func:`tensorpose.multiview.motion3d.find_fps`), else the
-    bundled trial's 60 for the bundled folders; and where it came from."""
-    folders = find_camera_folders(tracks_dir)
+    bundled trial's 60 for the bundled camera ``folders``; and where it came from."""
     if fps is not None:  # given: nothing else is looked at
         return find_fps(tracks_dir, folders, fps, None)
     bundled = [p.resolve() for p in bundled_tracks()]
@@ -137,25 +123,25 @@ def triangulate_folder(
     """
     tracks_dir, calib_path = Path(tracks_dir), Path(calib_path)
     name = name or tracks_dir.resolve().name
-    check_chunk(chunk_frames)
     filt = _filter3d(axes, filter, cutoff, max_gap, drop)
-    if check_people(people) is not None:
-        return _people_folder(tracks_dir, calib_path, out_dir, check_people(people), name, fps,
+    people = check_people(people)
+    if people is not None:
+        return _people_folder(tracks_dir, calib_path, out_dir, people, name, fps,
                               layout, plot, overwrite, device, (axes, filt),
                               chunk_frames=chunk_frames, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
                               association_px=association_px, drop=drop)  # fmt: skip
     names = output_names(name)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
-    check_options(min_confidence, max_reprojection_px, drop)
-    fps, source = _fps(tracks_dir, fps)
-    filt.check_fps(fps)
     cams = open_recording(tracks_dir, calib_path, layout)
+    fps, source = _fps(tracks_dir, cams.folders, fps)
+    filt.check_fps(fps)
+    tally = CameraAgreement(cams, min_confidence)
     tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
                               max_reprojection_px=max_reprojection_px, drop=drop, device=device,
-                              chunk_frames=chunk_frames)  # fmt: skip
-    agreement = check_agreement(cams, [tri], min_confidence, max_reprojection_px, calib_path,
-                                chunk_frames)  # fmt: skip
+                              chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
+    agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
+                                calib_path)  # fmt: skip
     with outputs:
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
@@ -173,15 +159,27 @@ def triangulate_folder(
     }  # fmt: skip
 
 
+def _filtered(tris: list, filt: Filter3D, fps: float) -> list[tuple | None]:
+    """Per person its filtered points, filled samples and jitter figures
+    (:func:`~tensorpose.multiview.motion3d.filter_points`: every person in one call), or
+    ``None`` per person without a filter or gap filling."""
+    if filt.method == "none" and not filt.max_gap:
+        return [None] * len(tris)
+    points, filled, jit = filter_points(np.stack([t.points for t in tris]), filt, fps, True)
+    return list(zip(points, filled, jit, strict=True))
+
+
 def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path: Path,
-               fps: float, how: tuple[str, Filter3D], extra: str = "") -> dict:  # fmt: skip
+               fps: float, how: tuple[str, Filter3D], extra: str = "",
+               filtered: tuple | None = None) -> dict:  # fmt: skip
     """One person's TRC (``axes``, Pose2Sim's marker names) and NPZ (the calibration's frame),
-    after the filter; returns the axes, filter and jitter figures."""
+    after the filter (``filtered``: :func:`_filtered`'s for this person); returns the axes,
+    filter and jitter figures."""
     axes, filt = how
     points, filled = tri.points, np.zeros(tri.valid.shape, bool)
     figures = {"axes": axes, "filter": filt.method}
     if filt.method != "none" or filt.max_gap:
-        points, filled, jit = filter_points(tri.points, filt, fps)
+        points, filled, jit = filtered or _filtered([tri], filt, fps)[0]
         figures.update(jit, max_gap=filt.max_gap)
         if filt.method == "butterworth":
             figures.update(cutoff=filt.cutoff, order=filt.order)
@@ -213,18 +211,18 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     names = output_names(name, count)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
-    check_options(options["min_confidence"], options["max_reprojection_px"], options["drop"])
-    fps, source = _fps(tracks_dir, fps)
-    how[1].check_fps(fps)
     cams = open_recording(tracks_dir, calib_path, layout)
+    fps, source = _fps(tracks_dir, cams.folders, fps)
+    how[1].check_fps(fps)
+    tally = CameraAgreement(cams, options["min_confidence"])
     tris = triangulate_cameras_people(cams, None if people == "auto" else people,
-                                      device=device, **options)  # fmt: skip
-    agreement = check_agreement(cams, tris, options["min_confidence"],
-                                options["max_reprojection_px"], calib_path,
-                                options["chunk_frames"])  # fmt: skip
+                                      device=device, agreement=tally, **options)  # fmt: skip
+    agreement = check_agreement(tally.result(tris), tracks_dir, options["max_reprojection_px"],
+                                calib_path)  # fmt: skip
     with outputs:
+        filtered = _filtered(tris, how[1], fps)  # every person at once
         figures = [_write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path,
-                              fps, how, f", person {k + 1} of {len(tris)}")
+                              fps, how, f", person {k + 1} of {len(tris)}", filtered[k])
                    for k, tri in enumerate(tris)]  # fmt: skip
         if plot:
             title = (f"{name}: {len(tris)} people ({len(cams.names)} cameras, "

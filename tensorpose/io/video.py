@@ -32,6 +32,7 @@ __all__ = [
     "VIDEO_EXTENSIONS",
     "FrameBatch",
     "ImageReadError",
+    "OpenedVideo",
     "VideoWriter",
     "count_frames",
     "image_header_size",
@@ -285,8 +286,33 @@ def _image_batches(
         )
 
 
-def _video_batches(path: Path, batch_size: int) -> Iterator[FrameBatch]:
-    cap = open_video(path)
+class OpenedVideo:
+    """A video opened once: its declared frame ``count`` (0: unknown) and ``fps`` (0: unknown)
+    read from the open capture, then its frames decoded from that same capture
+    (:meth:`batches`, or :func:`iter_frames` / :func:`iter_videos_lockstep` given it), which
+    closes it at the end.
+
+    Raises:
+        ValueError: the video cannot be opened (named, as :func:`open_video`).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.cap = open_video(self.path)
+        self.count = int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        self.fps = self.cap.get(cv2.CAP_PROP_FPS)
+
+    def batches(self, batch_size: int) -> Iterator[FrameBatch]:
+        """The frames, ``batch_size`` at a time (the errors of :func:`iter_frames`)."""
+        return _video_batches(self.path, batch_size, self.cap)
+
+    def close(self) -> None:
+        self.cap.release()
+
+
+def _video_batches(path: Path, batch_size: int,
+                   cap: cv2.VideoCapture | None = None) -> Iterator[FrameBatch]:  # fmt: skip
+    cap = open_video(path) if cap is None else cap
     declared = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
     t = 0
     try:
@@ -315,11 +341,15 @@ def _video_batches(path: Path, batch_size: int) -> Iterator[FrameBatch]:
         )
 
 
-def iter_videos_lockstep(paths: Sequence[str | Path]) -> Iterator[list[FrameBatch | None]]:
-    """Several videos (the cameras of one recording) decoded side by side: per time step one
-    single-frame :class:`FrameBatch` per video, ``None`` for a video that has ended (until all
-    have). Each video's errors are those of :func:`iter_frames`."""
-    streams = [_video_batches(Path(p), 1) for p in paths]
+def iter_videos_lockstep(
+    paths: Sequence[str | Path | OpenedVideo],
+) -> Iterator[list[FrameBatch | None]]:
+    """Several videos (the cameras of one recording; paths, or :class:`OpenedVideo` s already
+    probed) decoded side by side: per time step one single-frame :class:`FrameBatch` per video,
+    ``None`` for a video that has ended (until all have). Each video's errors are those of
+    :func:`iter_frames`."""
+    streams = [p.batches(1) if isinstance(p, OpenedVideo) else _video_batches(Path(p), 1)
+               for p in paths]  # fmt: skip
     while True:  # a loop over time steps (decoding)
         step = [next(s, None) if s is not None else None for s in streams]
         if all(fb is None for fb in step):
@@ -335,12 +365,12 @@ def is_video(path: str | Path) -> bool:
 
 
 def iter_frames(
-    path: str | Path, batch_size: int = 16, image_ids: dict[str, int] | None = None
+    path: str | Path | OpenedVideo, batch_size: int = 16, image_ids: dict[str, int] | None = None
 ) -> Iterator[FrameBatch]:
     """Decode an image, a folder of images or a video, ``batch_size`` frames at a time.
 
     Args:
-        path: the input.
+        path: the input (an :class:`OpenedVideo`: decoded from its open capture).
         batch_size: frames per batch.
         image_ids: file name -> COCO id (e.g. from a boxes file); default
             :func:`image_ids_from_names`.
@@ -350,9 +380,12 @@ def iter_frames(
         ValueError: an unreadable or truncated image or video (named), an empty folder, a video
             without frames or with fewer frames than its header declares, an unknown extension.
     """
-    path = Path(path)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if isinstance(path, OpenedVideo):
+        yield from path.batches(batch_size)
+        return
+    path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such image, folder or video")
     suffix = path.suffix.lower()

@@ -46,7 +46,6 @@ class PeopleTriangulation(Triangulation):
             observations minus ``e / (1 + e)`` for its mean two-view error ``e`` (-inf: nobody).
     """
 
-    person: torch.Tensor = None  # type: ignore[assignment]
     score: torch.Tensor = None  # type: ignore[assignment]
 
 
@@ -120,7 +119,7 @@ def triangulate_people(
     with torch.inference_mode():
         res = _triangulate_people(keypoints, K, dist, R, t, min_confidence, max_error_px,
                                   association_px, min_common_joints, min_cameras, drop)  # fmt: skip
-    return PeopleTriangulation(**{k: v.clone() for k, v in vars(res).items()})
+    return PeopleTriangulation(**{k: v.clone() for k, v in res.arrays().items()})
 
 
 def _triangulate_people(

@@ -148,4 +148,4 @@ def triangulate_everyone(
                                    min_cameras, drop)  # fmt: skip
         out = PeopleTriangulation(res.points, res.errors, res.used, res.mean_error, res.valid,
                                   person=person, score=win)  # fmt: skip
-    return PeopleTriangulation(**{k: v.clone() for k, v in vars(out).items()})
+    return PeopleTriangulation(**{k: v.clone() for k, v in out.arrays().items()})

@@ -182,15 +182,18 @@ def _butterworth(x: torch.Tensor, missing: torch.Tensor, f: Filter3D, fps: float
     return filtfilt(whole.permute(1, 2, 0).unsqueeze(-1), b, a, padlen).squeeze(-1).permute(2, 0, 1)
 
 
-def filter_points(points: np.ndarray, f: Filter3D, fps: float) -> tuple[np.ndarray, np.ndarray,
-                                                                      dict]:  # fmt: skip
+def filter_points(points: np.ndarray, f: Filter3D, fps: float, per_person: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray, dict | list[dict]]:  # fmt: skip
     """Fill the short gaps of ``points (..., T, J, 3)`` (metres, NaN = missing) and filter over
-    ``T``, every person, joint and coordinate at once.
+    ``T``, every person, joint and coordinate at once (each joint's coordinate is a series of
+    its own: the same numbers as one call per person; the Butterworth filter runs per person,
+    its blocked products summing in an order that depends on how many series there are).
 
     Returns:
         the points (NaN where missing and not filled), the ``(..., T, J)`` bool of filled
         samples, and the jitter in mm/frame^2 before and after (``jitter_raw``,
-        ``jitter_filtered``, on the frames present in both).
+        ``jitter_filtered``, on the frames present in both) and the ``filled`` count: of all
+        points, or with ``per_person`` a list of them, one per ``points[p]`` (``(P, T, J, 3)``).
     """
     shape = points.shape
     x = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64)).reshape(-1, *shape[-3:])
@@ -198,8 +201,12 @@ def filter_points(points: np.ndarray, f: Filter3D, fps: float) -> tuple[np.ndarr
     missing = x.isnan().any(-1)
     out, filled = fill_gaps(x, missing, f.max_gap)
     keep = ~missing | filled
+    J = shape[-2]
+    parts = [slice(p * J, (p + 1) * J) for p in range(x.shape[1] // J)] if per_person else [
+        slice(None)]  # fmt: skip
     if f.method == "butterworth" and shape[-3] > 1:
-        out = _butterworth(out, ~keep, f, fps)
+        # one filter call per person: its block products' sums depend on the row count
+        out = torch.cat([_butterworth(out[:, s], ~keep[:, s], f, fps) for s in parts], 1)
     elif f.method in ("kalman", "rts"):
         fn = kalman_filter if f.method == "kalman" else kalman_smoother
         out = fn(out.masked_fill(~keep[..., None], math.nan).transpose(0, 1),
@@ -207,12 +214,12 @@ def filter_points(points: np.ndarray, f: Filter3D, fps: float) -> tuple[np.ndarr
                  measurement_noise=f.measurement_noise).transpose(0, 1)  # fmt: skip
     out = out.masked_fill(~keep[..., None], math.nan)
     after = out.masked_fill(missing[..., None], math.nan)
-    figures = {
-        "jitter_raw": float(jitter(x.transpose(0, 1))),
-        "jitter_filtered": float(jitter(after.transpose(0, 1))),
-        "filled": int(filled.sum()),
-    }
+    figures = [{
+        "jitter_raw": float(jitter(x[:, s].contiguous().transpose(0, 1))),
+        "jitter_filtered": float(jitter(after[:, s].contiguous().transpose(0, 1))),
+        "filled": int(filled[:, s].sum()),
+    } for s in parts]  # fmt: skip
     T = shape[-3]
     back = (out / 1000.0).reshape(T, -1, shape[-2], 3).permute(1, 0, 2, 3).reshape(shape)
     return back.numpy(), filled.reshape(T, -1, shape[-2]).permute(1, 0, 2).reshape(
-        shape[:-1]).numpy(), figures  # fmt: skip
+        shape[:-1]).numpy(), figures if per_person else figures[0]  # fmt: skip

@@ -19,18 +19,20 @@ from ..ops.assignment import linear_assignment
 from .everyone import triangulate_everyone
 from .recording import (
     CHUNK_FRAMES,
+    CameraAgreement,
     Cameras,
     Recording,
-    Triangulation,
     check_chunk,
     check_options,
     pack_keypoints,
 )
+from .triangulate import Triangulation
 
 __all__ = [
     "MAX_PEOPLE",
     "PeopleLinker",
     "centres",
+    "check_people",
     "link_people",
     "split_tracks",
     "triangulate_cameras_people",
@@ -38,6 +40,17 @@ __all__ = [
 
 MAX_PEOPLE = 32
 """The most people ``triangulate --people`` writes."""
+
+
+def check_people(people: int | str | None) -> int | str | None:
+    """``None`` (one person), ``"auto"`` or a count 1..MAX_PEOPLE (ints or their text)."""
+    if people is None or people == "auto":
+        return people
+    if isinstance(people, str) and people.strip().isdigit():
+        people = int(people)
+    if not isinstance(people, int) or isinstance(people, bool) or not 1 <= people <= MAX_PEOPLE:
+        raise ValueError(f"--people must be auto or a number in 1..{MAX_PEOPLE}, got {people!r}")
+    return people
 
 
 def centres(points: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -112,7 +125,7 @@ def link_people(centre: np.ndarray, max_gap: int = 30, gate_m: float = 0.5) -> n
 
 
 KEYS = ("points", "errors", "mean_error", "used", "valid", "person")
-"""The per-frame arrays of a person's :class:`~tensorpose.multiview.recording.Triangulation`."""
+"""The per-frame arrays of a person's :class:`~tensorpose.multiview.triangulate.Triangulation`."""
 
 
 class _TrackRows:
@@ -181,6 +194,7 @@ def triangulate_cameras_people(
     min_frames: float = 0.1,
     device: str | torch.device = "cpu",
     chunk_frames: int = CHUNK_FRAMES,
+    agreement: CameraAgreement | None = None,
 ) -> list[Triangulation]:
     """Every person of ``cameras`` seen by two cameras or more, associated, triangulated and
     linked over time; ranked by valid joint-frames (best seen first).
@@ -198,6 +212,9 @@ def triangulate_cameras_people(
         min_confidence, max_reprojection_px, association_px, drop: as in
             :func:`tensorpose.multiview.recording.triangulate_cameras`.
         max_gap, gate_m: see :class:`PeopleLinker`.
+        agreement: gathers each camera's agreement with the people
+            (:class:`~tensorpose.multiview.recording.CameraAgreement`; its ``result`` then
+            counts the people kept) from the chunks' detections as they are triangulated.
 
     Raises:
         ValueError: fewer than ``people`` people found (naming ``--people``), none at all, or
@@ -210,14 +227,19 @@ def triangulate_cameras_people(
     linker, rows = PeopleLinker(max_gap, gate_m), _TrackRows(T)
     for start in range(0, T, chunk_frames):  # a chunk of frames at a time
         frames = cameras.read(start, min(start + chunk_frames, T))
-        res = triangulate_everyone(pack_keypoints(cameras, device, frames), cal.K, cal.dist,
+        packed = pack_keypoints(cameras, frames=frames)
+        res = triangulate_everyone([k.to(device) for k in packed], cal.K, cal.dist,
                                    cal.R, cal.t, min_confidence=min_confidence,
                                    max_error_px=max_reprojection_px,
                                    association_px=association_px, drop=drop)  # fmt: skip
         del frames
-        r = {k: v.cpu().numpy() for k, v in vars(res).items()}
+        r = res.numpy().arrays()
         r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
-        rows.add(start, linker.link(centres(r["points"], r["valid"])), r)
+        track = linker.link(centres(r["points"], r["valid"]))
+        if agreement is not None:
+            agreement.add(packed, np.ascontiguousarray(r["points"].swapaxes(0, 1)),
+                          np.ascontiguousarray(r["valid"].swapaxes(0, 1)), track)  # fmt: skip
+        rows.add(start, track, r)
     order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if people is None:
         keep = [k for k in order if rows.frames[k] >= max(min_frames * T, 1)]
@@ -234,4 +256,7 @@ def triangulate_cameras_people(
         raise ValueError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
-    return [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep)]
+    tris = [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep)]
+    if agreement is not None:
+        agreement.keep = keep  # the tracks of ``tris``, in their order
+    return tris

@@ -33,19 +33,21 @@ from ..io.openpose import (
 from ..layouts import LAYOUTS, candidate_layouts, join_evidence, layout_from_evidence
 from .association import triangulate_people
 from .dlt import reprojection_errors
-from .triangulate import DROP_RULES
+from .triangulate import DROP_RULES, Triangulation
 
 __all__ = [
     "CHUNK_FRAMES",
+    "DROP_FLAGS",
     "LIMBS",
+    "CameraAgreement",
     "Cameras",
     "Recording",
-    "Triangulation",
     "camera_agreement",
     "camera_key",
     "check_agreement",
     "check_chunk",
     "check_options",
+    "drop_rule",
     "find_camera_folders",
     "match_cameras",
     "open_recording",
@@ -279,20 +281,14 @@ def read_cameras(
     return open_recording(tracks_dir, calib_path, layout).cameras()
 
 
-@dataclass
-class Triangulation:
-    """Triangulated joints of a recording (numpy, host): ``points (T, J, 3)`` world metres,
-    NaN where not valid; ``errors (T, J, C)`` reprojection error per camera used,
-    ``mean_error (T, J)``, ``used (T, J, C)``, ``valid (T, J)``, ``person (T, C)`` the
-    detection chosen per camera (-1: none), and the joint ``names``."""
+DROP_FLAGS = {"tensorpose": "leave_one_out", "pose2sim": "pose2sim"}
+"""``--drop-rule`` choices -> the drop rule (:data:`DROP_RULES`) each selects."""
+_FLAG_OF = {rule: flag for flag, rule in DROP_FLAGS.items()}
 
-    points: np.ndarray
-    errors: np.ndarray
-    mean_error: np.ndarray
-    used: np.ndarray
-    valid: np.ndarray
-    person: np.ndarray
-    names: list[str]
+
+def drop_rule(flag: str) -> str:
+    """The drop rule of a ``--drop-rule`` choice (a rule's own name stands for itself)."""
+    return DROP_FLAGS.get(flag, flag)
 
 
 def check_options(min_confidence: float, max_reprojection_px: float, drop: str) -> None:
@@ -302,7 +298,9 @@ def check_options(min_confidence: float, max_reprojection_px: float, drop: str) 
     if not (max_reprojection_px > 0 and math.isfinite(max_reprojection_px)):
         raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
     if drop not in DROP_RULES:
-        raise ValueError(f"--drop-rule must be tensorpose or pose2sim, got {drop!r}")
+        flags = ", ".join(r if _FLAG_OF.get(r, r) == r else f"{r} (--drop-rule {_FLAG_OF[r]})"
+                          for r in DROP_RULES)  # fmt: skip
+        raise ValueError(f"the drop rule must be one of {flags}, got {drop!r}")
 
 
 def pack_keypoints(cameras: Cameras | Recording, device: str | torch.device = "cpu",
@@ -353,6 +351,7 @@ def triangulate_cameras(
     drop: str = "leave_one_out",
     device: str | torch.device = "cpu",
     chunk_frames: int = CHUNK_FRAMES,
+    agreement: CameraAgreement | None = None,
 ) -> Triangulation:
     """Triangulate every frame and joint of ``cameras`` (see
     :func:`tensorpose.multiview.association.triangulate_people`), ``chunk_frames`` frames at a time:
@@ -368,6 +367,8 @@ def triangulate_cameras(
         drop: ``"leave_one_out"`` (``--drop-rule tensorpose``), ``"largest_error"`` or
             ``"pose2sim"`` (Pose2Sim's mean-error rule), see
             :func:`tensorpose.multiview.triangulate.triangulate_points`.
+        agreement: gathers each camera's agreement with the points
+            (:class:`CameraAgreement`) from the chunks' detections as they are triangulated.
     """
     check_options(min_confidence, max_reprojection_px, drop)
     check_chunk(chunk_frames)
@@ -375,18 +376,20 @@ def triangulate_cameras(
     out = _Frames(cameras.frames)
     for start in range(0, cameras.frames, chunk_frames):  # a chunk of frames at a time
         frames = cameras.read(start, min(start + chunk_frames, cameras.frames))
+        packed = pack_keypoints(cameras, frames=frames)
         res = triangulate_people(
-            pack_keypoints(cameras, device, frames), cal.K, cal.dist, cal.R, cal.t,
+            [k.to(device) for k in packed], cal.K, cal.dist, cal.R, cal.t,
             min_confidence=min_confidence, max_error_px=max_reprojection_px,
             association_px=association_px, drop=drop,
         )  # fmt: skip
         del frames
-        res = {k: v.cpu().numpy() for k, v in vars(res).items() if k != "score"}
+        res = res.numpy().arrays()
+        res.pop("score")
         res["points"] = np.where(res["valid"][..., None], res["points"], np.nan)
+        if agreement is not None:
+            agreement.add(packed, res["points"][:, None], res["valid"][:, None])
         out.put(start, res)
-    r = out.arrays
-    return Triangulation(r["points"], r["errors"], r["mean_error"], r["used"], r["valid"],
-                         r["person"], list(LAYOUTS[cameras.layout]))  # fmt: skip
+    return Triangulation(**out.arrays, names=list(LAYOUTS[cameras.layout]))
 
 
 def _bones(tri: Triangulation) -> dict[str, dict]:
@@ -457,35 +460,72 @@ def camera_agreement(cameras: Cameras | Recording, tris: list[Triangulation],
     people, the others occluded, agrees on those it sees). Per camera: ``median_px``, the
     median of that over the frames with a value (``None``: never any), and ``used``, the share
     of the valid joint-frames that took the camera. The detections are read ``chunk_frames`` at a
-    time (bounded memory; one figure per frame and person is kept).
+    time (bounded memory; one figure per frame and person is kept). The triangulation gathers
+    the same figures as it goes (``agreement=``:class:`CameraAgreement`), without reading the
+    detections again.
     """
-    cal = cameras.calibration
-    used = np.concatenate([t.used[t.valid] for t in tris])  # (valid joint-frames, C)
-    bests: list[list[torch.Tensor]] = [[] for _ in cameras.names]
+    tally = CameraAgreement(cameras, min_confidence)
     for start in range(0, cameras.frames, chunk_frames):  # a chunk of frames at a time
         stop = min(start + chunk_frames, cameras.frames)
-        points = torch.from_numpy(np.stack([t.points[start:stop] for t in tris], 1))
-        valid = torch.from_numpy(np.stack([t.valid[start:stop] for t in tris], 1))
-        k = _pad_cameras(pack_keypoints(cameras, frames=cameras.read(start, stop)))
+        tally.add(pack_keypoints(cameras, frames=cameras.read(start, stop)),
+                  np.stack([t.points[start:stop] for t in tris], 1),
+                  np.stack([t.valid[start:stop] for t in tris], 1))  # fmt: skip
+    return tally.result(tris)
+
+
+class CameraAgreement:
+    """:func:`camera_agreement`'s figures gathered a chunk of frames at a time, from the
+    detections the triangulation has packed (:meth:`add`); :meth:`result` then gives the
+    per-camera figures for the people kept."""
+
+    def __init__(self, cameras: Cameras | Recording, min_confidence: float) -> None:
+        self.cal, self.min_confidence = cameras.calibration, min_confidence
+        self.names, self.folders = cameras.names, cameras.folders
+        self.best: list[torch.Tensor] = []  # per chunk (C, T, N): best detection per person
+        self.slots: list[np.ndarray | None] = []  # per chunk (N, T) track of each slot
+        self.keep: list[int] | None = None  # with tracks: those of the people kept
+
+    def add(self, packed: list[torch.Tensor], points: np.ndarray, valid: np.ndarray,
+            track: np.ndarray | None = None) -> None:  # fmt: skip
+        """A chunk: per camera its detections ``(T, P_c, J, 3)`` (:func:`pack_keypoints`),
+        the people's ``points (T, N, J, 3)`` (NaN where not valid) and ``valid (T, N, J)``;
+        ``track (N, T)``: the person each slot is (-1: none; default: slot ``n`` is ``n``)."""
+        cal = self.cal
+        points, valid = torch.from_numpy(points), torch.from_numpy(valid)
+        k = _pad_cameras(packed)
         px, conf = k[:, :, None, :, :, :2], k[:, :, None, :, :, 2]  # (C, T, 1, P, J, 2)
         # every camera at once: its detections (T, 1, P, J) against every person (T, N, 1, J)
         err = reprojection_errors(points[:, :, None], px.movedim(0, -2), cal.K, cal.dist,
                                   cal.R, cal.t).movedim(-1, 0)  # (C, T, N, P, J)  # fmt: skip
-        ok = (conf >= min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
+        ok = (conf >= self.min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
         per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (C, T, N, P)
-        # per frame, the detection and person that fit best: a camera that sees only some of
-        # the people (occlusion) still agrees on those it sees (empty slots never fit)
-        per = per.nan_to_num(float("inf")).flatten(2)  # (C, T, N * P)
-        best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:2], float("inf"))
-        for c in range(len(cameras.names)):  # a handful of cameras
-            bests[c].append(best[c][best[c].isfinite()])
-    out = []
-    for c, parts in enumerate(bests):  # per camera
-        best = torch.cat(parts)
-        out.append({"camera": cameras.names[c], "folder": cameras.folders[c].name,
-                    "median_px": float(best.quantile(0.5)) if best.numel() else None,
-                    "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
-    return out
+        # per frame, the detection that fits each person best (empty slots never fit)
+        per = per.nan_to_num(float("inf"))
+        best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:3], float("inf"))
+        self.best.append(best)
+        self.slots.append(track)
+
+    def result(self, tris: list[Triangulation]) -> list[dict]:
+        """Per camera ``camera``, ``folder``, ``median_px`` and ``used`` (see
+        :func:`camera_agreement`) of the people ``tris``: with tracks, those numbered
+        :attr:`keep` (the best fit over the people kept in each frame: a camera that sees only
+        some of the people, the others occluded, agrees on those it sees)."""
+        used = np.concatenate([t.used[t.valid] for t in tris])  # (valid joint-frames, C)
+        parts = []
+        for best, track in zip(self.best, self.slots, strict=True):  # the chunks
+            if track is not None:  # only the people kept count
+                kept = torch.from_numpy(np.isin(track, self.keep).T)  # (T, N)
+                best = torch.where(kept, best, float("inf"))
+            best = best.amin(-1) if best.shape[-1] else best.new_full(best.shape[:2],
+                                                                      float("inf"))  # fmt: skip
+            parts.append(best)
+        out = []
+        for c in range(len(self.names)):  # per camera
+            b = torch.cat([p[c][p[c].isfinite()] for p in parts])
+            out.append({"camera": self.names[c], "folder": self.folders[c].name,
+                        "median_px": float(b.quantile(0.5)) if b.numel() else None,
+                        "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
+        return out
 
 
 def _pad_cameras(packed: list[torch.Tensor]) -> torch.Tensor:
@@ -497,16 +537,14 @@ def _pad_cameras(packed: list[torch.Tensor]) -> torch.Tensor:
     return out
 
 
-def check_agreement(cameras: Cameras | Recording, tris: list[Triangulation], min_confidence: float,
-                    max_reprojection_px: float, calib_path,
-                    chunk_frames: int = CHUNK_FRAMES) -> list[dict]:  # fmt: skip
-    """:func:`camera_agreement`, checked. Raises ValueError when no joint was triangulated (no
+def check_agreement(agreement: list[dict], tracks_dir, max_reprojection_px: float,
+                    calib_path) -> list[dict]:  # fmt: skip
+    """``agreement`` (:func:`camera_agreement`, :meth:`CameraAgreement.result`) of the
+    recording in ``tracks_dir``, checked. Raises ValueError when no joint was triangulated (no
     person seen by two cameras, naming the tracks folder) or naming the cameras whose
     detections disagree with the others (see :data:`DISAGREE_FACTOR`), with every camera's
     median reprojection error: a calibration whose cameras do not match the folders (e.g. two
     swapped)."""
-    agreement = camera_agreement(cameras, tris, min_confidence, chunk_frames)
-    tracks_dir = cameras.folders[0].parent
     if all(a["median_px"] is None for a in agreement):
         raise ValueError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
                          "triangulated); check that the folders hold the same scene at the "

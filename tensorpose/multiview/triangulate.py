@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -48,7 +49,9 @@ __all__ = ["DROP_RULES", "Triangulation", "triangulate_points"]
 
 @dataclass
 class Triangulation:
-    """Result of :func:`triangulate_points` for points ``(...)`` seen by ``C`` cameras.
+    """Triangulated points seen by ``C`` cameras: the result of :func:`triangulate_points`
+    (tensors), and of a recording's triangulation
+    (:func:`tensorpose.multiview.recording.triangulate_cameras`: host numpy, :meth:`numpy`).
 
     Attributes:
         points: ``(..., 3)`` world coordinates (NaN where fewer than 2 usable cameras).
@@ -56,18 +59,34 @@ class Triangulation:
         used: ``(..., C)`` bool, the cameras kept.
         mean_error: ``(...)`` mean of ``errors`` over the cameras used.
         valid: ``(...)`` at least ``min_cameras`` cameras kept, all within ``max_error_px``.
+        person: a recording's ``(T, C)`` detection chosen per camera (-1: none); ``None``
+            for points alone.
+        names: a recording's joint names; ``None`` for points alone.
     """
 
-    points: torch.Tensor
-    errors: torch.Tensor
-    used: torch.Tensor
-    mean_error: torch.Tensor
-    valid: torch.Tensor
+    points: Any
+    errors: Any
+    used: Any
+    mean_error: Any
+    valid: Any
+    person: Any = None
+    names: list[str] | None = None
 
     @property
-    def num_cameras(self) -> torch.Tensor:
+    def num_cameras(self) -> Any:
         """``(...)`` number of cameras used."""
         return self.used.sum(-1)
+
+    def arrays(self) -> dict[str, Any]:
+        """The per-point fields that are set (``names`` left out), by name."""
+        return {k: v for k, v in vars(self).items() if k != "names" and v is not None}
+
+    def numpy(self, names: list[str] | None = None) -> Triangulation:
+        """The same fields as host numpy arrays (tensors copied from their device), with
+        ``names`` (default: this one's)."""
+        host = {k: v.cpu().numpy() if isinstance(v, torch.Tensor) else v
+                for k, v in self.arrays().items()}  # fmt: skip
+        return type(self)(**host, names=self.names if names is None else names)
 
 
 DROP_RULES = ("leave_one_out", "largest_error", "pose2sim")

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["clean_temp_files", "save_atomic"]
+__all__ = ["clean_temp_files", "save_atomic", "write_text_atomic"]
 
 
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
@@ -50,6 +50,26 @@ def save_atomic(path: Path, payload: dict) -> None:
             raise _no_space(path, size.bytes, None) from None
         raise
     _fsync_dir(folder)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """``path.write_text(text)`` atomically: a temporary file ``.NAME.XXXXXXXX.tmp`` in the same
+    folder, fsynced and moved over ``path`` (a reader sees the old file or the new one, never a
+    part); on any failure the previous file is left intact and the temporary file removed."""
+    path = Path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp is not None:
+            _remove_quietly(Path(tmp))
+        raise
+    _fsync_dir(path.parent)
 
 
 class _Sink:

@@ -71,6 +71,7 @@ class Run:
     tracer: Any = None
     stopped: str | None = None
     val: dict = field(default_factory=dict)
+    final_val: dict | None = None  # the last epoch's validation, with what it covered
     t_train: float = 0.0
     lock: FolderLock | None = None
     skipped: set[str] = field(default_factory=set)

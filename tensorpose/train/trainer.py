@@ -66,6 +66,8 @@ def train(
 
     Returns:
         dict with ``history`` (per-epoch rows), ``val`` (last validation metrics),
+        ``evaluation`` (the final epoch's validation as :func:`tensorpose.inference.evaluate`
+        reports it, with the task's ``eval_info``; ``None`` when no epoch ran here),
         ``run_dir``, ``checkpoint``, ``best``, ``profile`` (step-time breakdown),
         ``seconds``, ``steps``, ``stopped`` (``None`` or the reason).
 
@@ -323,6 +325,8 @@ def end_epoch(run: Run, epoch: int, row: dict, progress: bool) -> None:
     if run.main and ((epoch + 1) % tc.val_every == 0 or final):
         run.val = run.task.evaluate()
         row.update({f"val_{k}": v for k, v in run.val.items()})
+        if final:  # the run's evaluation: what tensorpose.inference.evaluate reports
+            run.final_val = {"task": run.cfg.task, **run.val, **run.task.eval_info()}
     run.history.append(row)
     if run.main:
         if progress:
@@ -397,4 +401,4 @@ def finish(run: Run, progress: bool) -> dict[str, Any]:
             "or check the data."
         )
     return {**summary, "history": history, "val": run.val, "run_dir": run.run_dir,
-            "checkpoint": run.ckpt_path}  # fmt: skip
+            "checkpoint": run.ckpt_path, "evaluation": run.final_val}  # fmt: skip
