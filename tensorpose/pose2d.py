@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -82,6 +83,27 @@ class PoseModel:
                 self.skeleton, H, mean=self.mean, std=self.std, top_k=self.top_k,
                 joint_threshold=self.joint_threshold, nms_threshold=self.nms_threshold,
             )  # fmt: skip
+
+    tracks_video: ClassVar[bool] = False
+    """Whether the model has a video mode (one frame's people give the next frame's crops)."""
+    landmark_layout: ClassVar[str | None] = None
+    """The layout of its keypoints when they are not the skeleton's (``None``: they are)."""
+
+    @property
+    def finds_people(self) -> bool:
+        """Whether the model finds people itself (whole images: CenterNet); a top-down model
+        needs person boxes."""
+        return self.kind == "centernet"
+
+    def find_people(self, frames, images: torch.Tensor, size: torch.Tensor, max_people: int,
+                    min_score: float = 0.0) -> list[dict]:  # fmt: skip
+        """Every person in each padded frame of ``images`` (a model that
+        :attr:`finds_people`); per frame ``boxes (n, 4)`` xywh, ``scores (n,)``,
+        ``keypoints (n, K, 3)``. ``frames`` (the batch read) and ``max_people`` are unused: a
+        CenterNet model keeps its ``top_k`` people above ``min_score``."""
+        if not self.finds_people:
+            raise ValueError(f"a top-down {self.kind} model needs person boxes")
+        return centernet_people(self, images, size, min_score)
 
     @property
     def device(self) -> torch.device:

@@ -241,3 +241,22 @@ def test_imports_point_one_way():
             ):
                 wrong.append(f"{name} -> {t}")
     assert not wrong, wrong
+
+
+def test_commands_ask_capabilities_never_a_models_kind():
+    """No command compares a model's ``kind``: it asks what the model can do."""
+    wrong = []
+    for path in sorted((ROOT / "apps").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides):
+                    wrong.append(f"{path.name}:{node.lineno}")
+    assert not wrong, wrong
+
+
+def test_the_cli_drop_rule_choices_are_the_librarys():
+    from tensorpose.cli import DROP_RULE_CHOICES
+    from tensorpose.multiview.recording import DROP_FLAGS
+
+    assert tuple(DROP_FLAGS) == DROP_RULE_CHOICES

@@ -41,7 +41,7 @@ import cv2
 import numpy as np
 import torch
 
-from ..blazepose.pipeline import BlazePoseTracker, check_frame_size, image_people
+from ..blazepose.pipeline import check_frame_size
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
@@ -56,11 +56,9 @@ from ..io.video import (
     iter_videos_lockstep,
 )
 from ..layouts import COCO17_INDEX, COCO_LINKS, to_coco18
-from ..pose2d import PoseModel, centernet_people, pad_frames, topdown_people
+from ..pose2d import PoseModel, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz.draw import draw_people
-
-COCO17_BLAZE = COCO17_INDEX["BLAZEPOSE_33"]
 
 __all__ = ["PredictResult", "predict", "predict_command", "summary"]
 
@@ -159,41 +157,42 @@ def _check_options(batch_size: int, box_threshold: float, min_score: float, inpu
 
 
 def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
-    if pose.kind == "blazepose":
+    if pose.finds_people:
         if boxes is not None or detector is not None:
-            raise ValueError("--model blazepose finds people itself: --boxes/--detector unused")
+            raise ValueError(f"a {pose.kind} model finds people itself: --boxes/--detector are "
+                             "not used")  # fmt: skip
         return
-    topdown = pose.kind != "centernet"
-    if topdown and (boxes is None) == (detector is None):
+    if (boxes is None) == (detector is None):
         raise ValueError(
             f"a top-down {pose.kind} model needs person boxes: give exactly one of --boxes (a "
             "COCO detections JSON) or --detector (a CenterNet model)"
         )
-    if not topdown and (boxes is not None or detector is not None):
-        raise ValueError("a centernet model finds people itself: --boxes/--detector are not used")
-    if detector is not None and detector.kind != "centernet":
-        raise ValueError(f"--detector must be a centernet model, got kind {detector.kind!r}")
+    if detector is not None and not detector.finds_people:
+        raise ValueError(
+            f"--detector must be a model that finds people itself (CenterNet), got a top-down "
+            f"{detector.kind} model"
+        )
 
 
-def _coco_and_landmarks(found: list[dict]) -> list[dict]:
-    """BlazePose's people: COCO-17 ``keypoints`` for results and pictures, the 33
-    ``landmarks`` for the OpenPose JSON."""
+def _with_coco(pose, found: list[dict]) -> list[dict]:
+    """People of a model with its own landmark layout (BlazePose's 33): COCO-17 ``keypoints``
+    for results and pictures, the model's ``landmarks`` for the OpenPose JSON."""
+    if pose.landmark_layout is None:
+        return found
+    index = COCO17_INDEX[pose.landmark_layout]
     for p in found:
-        p["landmarks"], p["keypoints"] = p["keypoints"], p["keypoints"][:, COCO17_BLAZE]
+        p["landmarks"], p["keypoints"] = p["keypoints"], p["keypoints"][:, index]
     return found
 
 
-def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, chunk):
+def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, batch_size,
+            max_people):  # fmt: skip
     """Per frame of the batch: the people found, and whether a boxes file had any box."""
-    if pose.kind == "centernet":
-        return centernet_people(pose, images, size, 0.0), False
-    if pose.kind == "blazepose":
-        for img, name in zip(fb.images, fb.names, strict=True):
-            check_frame_size(img.shape, name)
-        return _coco_and_landmarks(image_people(pose, images, size, chunk)), False
+    if pose.finds_people:
+        return _with_coco(pose, pose.find_people(fb, images, size, max_people)), False
     matched = False
     if detector is not None:
-        found = centernet_people(detector, images, size, box_threshold)
+        found = detector.find_people(fb, images, size, max_people, box_threshold)
         per_frame = [torch.cat([p["boxes"], p["scores"][:, None]], -1) for p in found]
     else:
         per_frame = []
@@ -202,7 +201,7 @@ def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, c
             matched |= d is not None
             d = np.zeros((0, 5)) if d is None else d[d[:, 4] >= box_threshold]
             per_frame.append(torch.from_numpy(d))
-    return topdown_people(pose, images, per_frame, chunk), matched
+    return topdown_people(pose, images, per_frame, 4 * batch_size), matched
 
 
 def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> ValueError:
@@ -221,8 +220,8 @@ def _run(input, pose, detector, dets, names, staged, batch_size, box_threshold, 
     counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
     for fb in iter_frames(input, batch_size, names):
         images, size = pad_frames(fb.images, pose.device)
-        chunk = max_people if pose.kind == "blazepose" else 4 * batch_size
-        people, hit = _people(pose, detector, dets, fb, images, size, box_threshold, chunk)
+        people, hit = _people(pose, detector, dets, fb, images, size, box_threshold, batch_size,
+                              max_people)  # fmt: skip
         counts["empty"] += sum(len(p["scores"]) == 0 for p in people)
         staged.add(fb, people)
         counts["matched"] |= hit
@@ -237,7 +236,7 @@ def _tracked_videos(input: Path, video: bool, pose: PoseModel,
                     tracking: bool) -> list[Path] | None:  # fmt: skip
     """The videos BlazePose's video mode runs on: the input ``video``, or the videos of a folder
     (the cameras of one recording); ``None``: per-frame (image) mode."""
-    if pose.kind != "blazepose" or not tracking:
+    if not pose.tracks_video or not tracking:
         return None
     if video:
         return [input]
@@ -259,7 +258,7 @@ def _run_tracked(videos: list[OpenedVideo], pose, staged: list[_Staged], bar,
     """BlazePose's video mode over the videos side by side, one frame of each per step (one
     batch); a video that ended early gets black frames, its outputs dropped."""
     counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
-    tracker = BlazePoseTracker(pose, len(videos), max_people)
+    tracker = pose.tracker(len(videos), max_people)
     last: list[np.ndarray | None] = [None] * len(videos)
     for step in iter_videos_lockstep(videos):  # a loop over time: the tracking recurrence
         for i, fb in enumerate(step):
@@ -270,7 +269,7 @@ def _run_tracked(videos: list[OpenedVideo], pose, staged: list[_Staged], bar,
             elif last[i] is not None and last[i].any():
                 last[i] = np.zeros_like(last[i])
         images, size = pad_frames([f for f in last if f is not None], pose.device)
-        people = _coco_and_landmarks(tracker.step(images, size))
+        people = _with_coco(pose, tracker.step(images, size))
         for fb, p, st in zip(step, people, staged, strict=True):
             if fb is None:
                 continue

@@ -21,6 +21,7 @@ w, h`` around the 33 landmarks), on the host, as :mod:`tensorpose.pose2d` return
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import cv2
 import numpy as np
@@ -83,6 +84,12 @@ class BlazePose:
     anchors: torch.Tensor = field(init=False)
     kind: str = field(default="blazepose", init=False)
     skeleton: str = field(default="coco17", init=False)
+    finds_people: ClassVar[bool] = True
+    """It finds people itself (its own detector): no person boxes."""
+    tracks_video: ClassVar[bool] = True
+    """Video mode: :class:`BlazePoseTracker`."""
+    landmark_layout: ClassVar[str] = "BLAZEPOSE_33"
+    """Its keypoints are MediaPipe's 33 landmarks."""
 
     def __post_init__(self) -> None:
         self.anchors = ssd_anchors().to(self.device)
@@ -101,6 +108,19 @@ class BlazePose:
             keep_freed_memory()
         det, lm = load_blazepose_networks(device)
         return cls(det, lm, **kw)
+
+    def tracker(self, streams: int, max_people: int = 1) -> BlazePoseTracker:
+        """Video mode over ``streams`` videos side by side (:class:`BlazePoseTracker`)."""
+        return BlazePoseTracker(self, streams, max_people)
+
+    def find_people(self, frames, images: torch.Tensor, sizes: torch.Tensor, max_people: int,
+                    min_score: float = 0.0) -> list[dict]:  # fmt: skip
+        """Image mode (:func:`image_people`) on padded ``images`` of ``sizes``, after checking
+        each frame of ``frames`` (a batch read: ``images`` and ``names``) is large enough;
+        ``min_score`` is unused (MediaPipe's thresholds are the model's)."""
+        for img, name in zip(frames.images, frames.names, strict=True):
+            check_frame_size(img.shape, name)
+        return image_people(self, images, sizes, max_people)
 
 
 def _nchw(images: torch.Tensor) -> torch.Tensor:
