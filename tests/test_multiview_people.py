@@ -15,7 +15,7 @@ import torch
 from tensorpose.apps.triangulate import output_names, triangulate_folder
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks
-from tensorpose.multiview.everyone import candidates, select_people, triangulate_everyone
+from tensorpose.multiview.association import candidates, select_people, triangulate_everyone
 from tensorpose.multiview.people import check_people, link_people, triangulate_cameras_people
 from tensorpose.multiview.recording import pack_keypoints, read_cameras, triangulate_cameras
 

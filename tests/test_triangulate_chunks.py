@@ -24,8 +24,7 @@ import torch
 from tensorpose.apps.triangulate import triangulate_folder
 from tensorpose.io.openpose import bundled_tracks, read_openpose_frames
 from tensorpose.layouts import detect_layout, join_evidence, layout_from_evidence
-from tensorpose.multiview.association import triangulate_people
-from tensorpose.multiview.everyone import triangulate_everyone
+from tensorpose.multiview.association import triangulate_everyone, triangulate_people
 from tensorpose.multiview.people import (
     PeopleLinker,
     centres,

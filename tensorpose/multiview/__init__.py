@@ -6,15 +6,14 @@
   symmetric 4 x 4 matrices, row compaction on CPU), reprojection errors.
 - :mod:`.triangulate`: robust points (:class:`Triangulation`, weighted DLT with iterative
   camera dropping).
-- :mod:`.association`: one person across views; :mod:`.everyone`: every person per frame.
+- :mod:`.association`: one person across views, and every person per frame.
 - :mod:`.people`: people linked over time (:class:`PeopleLinker`,
   :func:`triangulate_cameras_people`).
 - :mod:`.motion3d`: triangulate's 3D outputs (axes, frame rate, filters, gap filling).
 """
 
-from .association import triangulate_people
+from .association import triangulate_everyone, triangulate_people
 from .dlt import reprojection_errors, weighted_dlt
-from .everyone import triangulate_everyone
 from .motion3d import Filter3D, filter_points
 from .people import PeopleLinker, triangulate_cameras_people
 from .recording import Recording, camera_agreement, open_recording, triangulate_cameras

@@ -1,5 +1,5 @@
 """Several people in a multi-camera recording: associated across views in every frame
-(:func:`tensorpose.multiview.everyone.triangulate_everyone`), linked over time into identities
+(:func:`tensorpose.multiview.association.triangulate_everyone`), linked over time into identities
 (:func:`link_people`) and ranked (:func:`triangulate_cameras_people`).
 
 Linking follows each person's centre (the mean of its valid joints) with a constant-velocity
@@ -16,7 +16,7 @@ import torch
 
 from ..layouts import LAYOUTS
 from ..ops.assignment import linear_assignment
-from .everyone import triangulate_everyone
+from .association import triangulate_everyone
 from .recording import (
     CHUNK_FRAMES,
     CameraAgreement,
