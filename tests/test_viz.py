@@ -48,3 +48,19 @@ def test_viz_and_coco_info_commands(tmp_path, capsys):
     assert "dataset has 43 people" in capsys.readouterr().err
     assert main(["coco-info"]) == 0
     assert "16 images, 43 people kept" in capsys.readouterr().out
+
+
+def test_skeletons_3d_picture_draws_the_reference_grey_behind(tmp_path):
+    import numpy as np
+
+    from tensorpose.viz.charts import skeletons_3d_picture
+
+    joints = np.array([[[0.0, 0.0, 0.0], [0.0, 0.4, 0.0], [0.2, 0.8, 0.0]]])
+    bones, colours = [(0, 1), (1, 2)], [(0, 0, 255), (0, 0, 255)]
+    skeletons_3d_picture(tmp_path / "a.png", joints, bones, colours, ["f"], "t")
+    skeletons_3d_picture(tmp_path / "b.png", joints, bones, colours, ["f"], "t",
+                         reference=joints + np.array([0.3, 0.0, 0.0]))  # fmt: skip
+    a, b = cv2.imread(str(tmp_path / "a.png")), cv2.imread(str(tmp_path / "b.png"))
+    grey = lambda img: int((img == 200).all(-1).sum())  # noqa: E731
+    assert grey(b) > grey(a) + 20  # the reference's bones, in light grey
+    assert int((b == [0, 0, 255]).all(-1).sum()) > 20  # the skeleton itself, in its colour

@@ -14,7 +14,8 @@ from ..inference import evaluate
 from ..tasks import get_task
 from ..train.folder import check_run_name, fresh_name
 from ..train.trainer import train
-from ..viz.draw import plot_curves, plot_skeletons_3d
+from ..viz.charts import skeletons_3d_picture
+from ..viz.draw import bone_colours_bgr, plot_curves
 
 __all__ = ["DEMO_THREADS", "demo"]
 
@@ -66,11 +67,11 @@ def demo(
     frames = [int(T * q) for q in (0.2, 0.4, 0.6, 0.8)]
     err = (clip["pred"] - clip["target"]).norm(dim=-1).mean(-1)
     labels = [f"frame {f}: {1000 * float(err[f]):.0f} mm" for f in frames]
-    plot_skeletons_3d(
-        clip["target"][frames], clip["pred"][frames], m["data"].skeleton,
-        run_dir / "skeletons.png", labels=labels,
-        title=f"{title}, camera {m['data'].clips[clip['clip']].camera}",
-    )  # fmt: skip
+    skeleton = m["data"].skeleton
+    skeletons_3d_picture(run_dir / "skeletons.png", clip["pred"][frames].double().numpy(),
+                         skeleton.bones, bone_colours_bgr(skeleton), labels,
+                         f"{title}, camera {m['data'].clips[clip['clip']].camera} (ground truth "
+                         "grey)", reference=clip["target"][frames].double().numpy())  # fmt: skip
     metrics["seconds"] = round(time.perf_counter() - t0, 1)
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return {"config": cfg, "run_dir": run_dir, "metrics": m, "seconds": metrics["seconds"]}

@@ -3,7 +3,8 @@ writes a picture starts as fast as one that does not.
 
 - :func:`reprojection_errors_picture`: a triangulation's reprojection errors per joint
   (``triangulate``).
-- :func:`skeletons_3d_picture`: 3D skeletons seen orthographically from several viewpoints
+- :func:`skeletons_3d_picture`: 3D skeletons (and a reference behind them, e.g. the ground
+  truth) seen orthographically from several viewpoints
   (``lift``).
 
 Colours of skeletons as in :mod:`tensorpose.viz.draw`: the person's LEFT side green, the RIGHT side
@@ -143,11 +144,27 @@ def reprojection_errors_picture(path: str | os.PathLike, mean_error: np.ndarray,
         raise OSError(f"{path}: could not write the PNG")
 
 
+def _skeleton_2d(img: np.ndarray, p: np.ndarray, bones: Sequence, colours: Sequence,
+                 extent: float, size: int, ox: int, oy: int, dots: bool) -> None:  # fmt: skip
+    """One orthographic skeleton ``p (J, 2)`` into the panel at ``(ox, oy)`` of ``img``."""
+    px = p * (0.42 * size / extent) + size / 2
+    ok = np.isfinite(px).all(-1)  # a joint the lifter left out is not drawn
+    q = np.nan_to_num(px).round().astype(int) + np.array([ox, oy + 8])
+    for (a, b), col in zip(bones, colours, strict=True):
+        if ok[a] and ok[b]:
+            cv2.line(img, (int(q[a, 0]), int(q[a, 1])), (int(q[b, 0]), int(q[b, 1])), col, 2,
+                     cv2.LINE_AA)  # fmt: skip
+    if dots:
+        for x, y in q[ok]:
+            cv2.circle(img, (int(x), int(y)), 2, BLACK, -1, cv2.LINE_AA)
+
+
 def skeletons_3d_picture(path: str | os.PathLike, joints: np.ndarray, bones: Sequence,
                          colours: Sequence[tuple[int, int, int]], labels: Sequence[str],
                          title: str, views: Sequence[tuple[float, str]] = (
                              (0.0, "camera view"), (90.0, "side view")),
-                         size: int = 260) -> None:  # fmt: skip
+                         size: int = 260, reference: np.ndarray | None = None,
+                         ) -> None:  # fmt: skip
     """3D skeletons ``(F, J, 3)`` (camera frame: x right, y down, z forward; root-relative),
     one column per frame and one row per view ``(yaw in degrees about the vertical, name)``,
     seen orthographically with one scale for every panel (PNG at ``path``).
@@ -155,32 +172,32 @@ def skeletons_3d_picture(path: str | os.PathLike, joints: np.ndarray, bones: Seq
     Args:
         bones: ``(a, b)`` joint index pairs; ``colours``: one BGR colour per bone.
         labels: one caption per frame.
+        reference: ``(F, J, 3)`` another skeleton per frame (e.g. the ground truth), drawn in
+            light grey behind ``joints``.
     """
     joints = np.asarray(joints, np.float64)
     F = joints.shape[0]
-    turned = []
+    ref = None if reference is None else np.asarray(reference, np.float64)
+    turned, turned_ref = [], []
     for yaw, _ in views:
         a = math.radians(yaw)
         R = np.array([[math.cos(a), 0.0, math.sin(a)], [0.0, 1.0, 0.0]])
         turned.append(joints @ R.T)
-    extent = max(float(np.nanmax(np.abs(np.stack(turned)), initial=0.0)), 1e-6)
+        turned_ref.append(None if ref is None else ref @ R.T)
+    everything = np.stack(turned if ref is None else turned + turned_ref)
+    extent = max(float(np.nanmax(np.abs(everything), initial=0.0)), 1e-6)
     head = 34
     img = np.full((head + size * len(views), size * F, 3), 255, np.uint8)
     _text(img, title + "   (left limbs green, right limbs orange)", img.shape[1] // 2, 22, 0.45,
           align="centre")  # fmt: skip
-    for r, ((_, vname), p) in enumerate(zip(views, turned, strict=True)):
-        px = p * (0.42 * size / extent) + size / 2
+    grey = [(200, 200, 200)] * len(bones)
+    for r, (_, vname) in enumerate(views):
         for f in range(F):
             ox, oy = f * size, head + r * size
             cv2.rectangle(img, (ox, oy), (ox + size - 1, oy + size - 1), (220, 220, 220), 1)
-            ok = np.isfinite(px[f]).all(-1)  # a joint the lifter left out is not drawn
-            q = np.nan_to_num(px[f]).round().astype(int) + np.array([ox, oy + 8])
-            for (a, b), col in zip(bones, colours, strict=True):
-                if ok[a] and ok[b]:
-                    cv2.line(img, (int(q[a, 0]), int(q[a, 1])), (int(q[b, 0]), int(q[b, 1])),
-                             col, 2, cv2.LINE_AA)  # fmt: skip
-            for x, y in q[ok]:
-                cv2.circle(img, (int(x), int(y)), 2, BLACK, -1, cv2.LINE_AA)
+            if ref is not None:
+                _skeleton_2d(img, turned_ref[r][f], bones, grey, extent, size, ox, oy, False)
+            _skeleton_2d(img, turned[r][f], bones, colours, extent, size, ox, oy, True)
             _text(img, f"{labels[f]}: {vname}", ox + 6, oy + 16, 0.4)
     if not cv2.imwrite(str(path), img):
         raise OSError(f"{path}: could not write the PNG")

@@ -1,17 +1,14 @@
-"""Pictures: skeletons on images and grids of augmented crops (OpenCV drawing); curves, joint
-tracks and 3D skeletons (matplotlib, optional: ``pip install tensorpose[viz]``, imported only when
-such a picture is drawn).
+"""Pictures: skeletons on images and grids of augmented crops (OpenCV drawing); curves and joint
+tracks (matplotlib, optional: ``pip install tensorpose[viz]``, imported only when such a picture
+is drawn).
 
 - :func:`draw_skeleton`, :func:`draw_people`, :func:`augment_grid`: 2D keypoints and links on
   images; :func:`draw_lift_frame`: a video frame with the 2D input and the 3D panel
   (:mod:`tensorpose.viz.panel3d`) beside.
-- The commands' own pictures (reprojection errors, lifted 3D skeletons) are drawn with OpenCV
-  alone in :mod:`tensorpose.viz.charts`.
+- The commands' own pictures (reprojection errors, 3D skeletons) are drawn with OpenCV alone in
+  :mod:`tensorpose.viz.charts`.
 - :func:`plot_joint_xy`: one joint's x(t), y(t), raw vs smoothed.
 - :func:`plot_curves`: train/val loss and MPJPE per epoch.
-- :func:`plot_skeletons_3d`: ground-truth and predicted 3D skeletons side by side, from several
-  viewpoints. Inputs are camera coordinates (x right, y down, z forward); plots show them with
-  up = -y so people stand upright.
 
 Colours of skeleton drawings: the person's LEFT side is drawn green, the RIGHT side orange, the
 middle blue. On a correctly flipped crop the colours stay on the person's anatomical sides: for a
@@ -39,7 +36,6 @@ __all__ = [
     "picture_grid",
     "plot_curves",
     "plot_joint_xy",
-    "plot_skeletons_3d",
     "write_picture",
 ]
 
@@ -308,16 +304,6 @@ def plot_joint_xy(
     plt.close(fig)
 
 
-def _bone_colours(skeleton: Skeleton) -> list[str]:
-    out = []
-    for _, child in skeleton.bones:
-        n = skeleton.names[child].lower()
-        left = n.startswith(("l_", "left"))
-        right = n.startswith(("r_", "right"))
-        out.append(_hex(LEFT) if left else _hex(RIGHT) if right else _hex(MIDDLE))
-    return out
-
-
 def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> Path:
     """Two panels: loss (train, val) and MPJPE in mm (train, val, val P-MPJPE) per epoch."""
     plt = _pyplot()
@@ -351,86 +337,6 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> P
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_skeletons_3d(
-    gt: torch.Tensor | None,
-    pred: torch.Tensor,
-    skeleton: Skeleton,
-    path: str | Path,
-    views: Sequence[tuple[float, float, str]] = (
-        (8.0, -90.0, "camera view"),
-        (8.0, 0.0, "side view"),
-    ),
-    labels: Sequence[str] | None = None,
-    title: str = "",
-) -> Path:
-    """Ground truth and prediction for ``F`` frames side by side (columns: frame x {ground
-    truth, prediction}; the prediction panel repeats the ground truth in light grey), one row per
-    viewpoint ``(elevation, azimuth, name)`` in degrees (azimuth -90 looks along the camera's
-    optical axis, 0 from the subject's side).
-
-    Args:
-        gt, pred: ``(F, J, 3)`` root-relative camera coordinates (metres); ``gt=None``: the
-            prediction alone, one panel per frame and view.
-        labels: per-frame captions (e.g. frame number and error).
-    """
-    plt = _pyplot()
-    pred = pred.detach().cpu().double()
-    alone = gt is None
-    gt = pred if alone else gt.detach().cpu().double()
-    F = gt.shape[0]
-    cols = 1 if alone else 2
-    colours = _bone_colours(skeleton)
-
-    # camera (x right, y down, z forward) -> plot (X = x, Y = z depth, Z = -y up)
-    def to_plot(p: torch.Tensor) -> torch.Tensor:
-        return torch.stack([p[..., 0], p[..., 2], -p[..., 1]], -1)
-
-    g, p = to_plot(gt), to_plot(pred)
-    both = torch.cat([g, p])  # (2F, J, 3)
-    centre = (both.amax((0, 1)) + both.amin((0, 1))) / 2
-    half = float((both.amax((0, 1)) - both.amin((0, 1))).max()) / 2 * 1.05
-    fig = plt.figure(figsize=(2.3 * cols * F, 2.6 * len(views)))
-    for r, (elev, azim, vname) in enumerate(views):
-        for f in range(F):
-            panels = ((g[f], "ground truth", None), (p[f], "prediction", g[f]))
-            if alone:
-                panels = ((p[f], "prediction", None),)
-            for k, (pose, name, ghost) in enumerate(panels):
-                ax = fig.add_subplot(
-                    len(views), cols * F, r * cols * F + cols * f + k + 1, projection="3d"
-                )
-                if ghost is not None:
-                    for a, b_ in skeleton.bones:
-                        seg = ghost[[a, b_]]
-                        ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color="0.8", lw=1.5)
-                for (a, b_), col in zip(skeleton.bones, colours, strict=True):
-                    seg = pose[[a, b_]]
-                    ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=col, lw=2.2)
-                ax.scatter(pose[:, 0], pose[:, 1], pose[:, 2], s=5, color="k", depthshade=False)
-                ax.view_init(elev=elev, azim=azim)
-                for i, setter in enumerate((ax.set_xlim, ax.set_ylim, ax.set_zlim)):
-                    c = float(centre[i])
-                    setter(c - half, c + half)
-                ax.set_box_aspect((1, 1, 1))
-                ax.set_xticklabels([])
-                ax.set_yticklabels([])
-                ax.set_zticklabels([])
-                ax.set_xlabel("x", labelpad=-12, fontsize=7)
-                ax.set_ylabel("depth", labelpad=-12, fontsize=7)
-                ax.set_zlabel("up", labelpad=-12, fontsize=7)
-                cap = f"{vname}: {name}"
-                if r == 0 and labels is not None:
-                    cap = f"{labels[f]}\n{cap}"
-                ax.set_title(cap, fontsize=8)
-    if title:
-        fig.suptitle(title + "   (left limbs green, right limbs orange)", fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
 
