@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from .errors import InputError
 from .io.files import read_text
 
 __all__ = [
@@ -52,7 +53,7 @@ DEFAULT_TASK = "lift"
 """The task of a config that names none."""
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration key or value is not acceptable; the message says which and why."""
 
 

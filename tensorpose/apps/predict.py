@@ -402,7 +402,9 @@ def predict_command(
 ) -> tuple[PredictResult, object, Path]:
     """``tensorpose predict``: the pose model (a 2D checkpoint, or with ``model="blazepose"``
     the shipped BlazePose networks) and a CenterNet ``detector`` loaded, the default output
-    folder ``runs/predict/<name>``, then :func:`predict` with ``options``.
+    folder ``runs/predict/<name>``, then :func:`predict` with ``options``. BlazePose on a CPU
+    first sets the process's allocator to keep freed memory for reuse
+    (:func:`tensorpose.blazepose.memory.keep_freed_memory`: process-wide, as a command may).
 
     Returns:
         the result, the pose model and the output folder.
@@ -411,6 +413,7 @@ def predict_command(
         ValueError: ``--model blazepose`` with a ``--checkpoint``, neither given, or
             ``--max-people`` outside 1..64 (each naming the flag).
     """
+    from ..blazepose.memory import keep_freed_memory
     from ..blazepose.pipeline import BlazePose
     from ..pose2d import load_pose_model
     from ..train.distributed import resolve_device
@@ -425,7 +428,10 @@ def predict_command(
     src = Path(input)
     out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
     if blaze:
-        pose = BlazePose.load(resolve_device(device, what="--device"))
+        dev = resolve_device(device, what="--device")
+        if dev.type == "cpu":  # the command's process: keep freed activations for reuse
+            keep_freed_memory()
+        pose = BlazePose.load(dev)
     else:
         pose = load_pose_model(checkpoint, device)
     det = load_pose_model(detector, device) if detector else None

@@ -41,7 +41,6 @@ from .geometry import (
     ssd_anchors,
     weighted_nms,
 )
-from .memory import keep_freed_memory
 from .networks import load_blazepose_networks
 
 __all__ = [
@@ -94,11 +93,10 @@ class BlazePose:
 
     @classmethod
     def load(cls, device: str | torch.device = "cpu", **kw) -> BlazePose:
-        """The shipped networks on ``device``. On a CPU the process then keeps the memory its
-        calls free for the next ones (:func:`tensorpose.blazepose.memory.keep_freed_memory`: glibc
-        would otherwise hand a batch's activations back and fault them in again each call)."""
-        if torch.device(device).type == "cpu":
-            keep_freed_memory()
+        """The shipped networks on ``device``. The process's allocator is left as it is: a
+        program that runs batched CPU inference may call
+        :func:`tensorpose.blazepose.memory.keep_freed_memory` itself (``tensorpose predict``
+        does), else glibc hands a batch's activations back and faults them in again each call."""
         det, lm = load_blazepose_networks(device)
         return cls(det, lm, **kw)
 

@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ..errors import InputError
+
 __all__ = [
     "LOCK_NAME",
     "FolderInUseError",
@@ -50,7 +52,7 @@ JOURNAL = ".commit.json"
 OLD = ".old"
 
 
-class FolderInUseError(ValueError):
+class FolderInUseError(InputError):
     """Another live process holds the folder's lock; the message names it and the way out."""
 
 

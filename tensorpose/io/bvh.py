@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..ops.kinematics import forward_kinematics
 from ..ops.rotations import euler_to_matrix
 from ..skeleton import Skeleton
@@ -49,7 +50,7 @@ MAX_BVH_BYTES = 1 << 30
 """Largest BVH file read (1 GiB)."""
 
 
-class BVHError(ValueError):
+class BVHError(InputError):
     """A BVH file could not be parsed; the message names the file and the line."""
 
 

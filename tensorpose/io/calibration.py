@@ -52,6 +52,7 @@ from xml.parsers import expat
 
 import torch
 
+from ..errors import InputError
 from ..ops.rotations import axis_angle_to_matrix, matrix_to_axis_angle
 from .calibration_checks import DIST_NAMES, check_cameras
 from .files import check_regular_file, read_bytes
@@ -76,7 +77,7 @@ MAX_CALIBRATION_BYTES = 16 << 20
 """Largest calibration file read (16 MiB; real ones are a few KiB)."""
 
 
-class CalibrationError(ValueError):
+class CalibrationError(InputError):
     """A calibration file could not be read; the message names the file and the camera/key."""
 
 

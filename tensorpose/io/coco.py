@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from .files import read_bytes, read_text
 
 __all__ = [
@@ -64,7 +65,7 @@ MAX_JSON_BYTES = 1 << 30
 """Largest COCO annotation, results or detections file read (1 GiB)."""
 
 
-class CocoError(ValueError):
+class CocoError(InputError):
     """A COCO file could not be used; the message names the file and the field or record."""
 
 

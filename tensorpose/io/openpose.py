@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_from_evidence, split_evidence
 from ..ops.assignment import linear_assignment
 from .files import _size, list_files, read_bytes, read_regular
@@ -87,7 +88,7 @@ MAX_TRACKS_BYTES = 2 << 30
 """Largest linked-tracks array ``(T, P, K, 3)`` float64 (2 GiB)."""
 
 
-class OpenPoseError(ValueError):
+class OpenPoseError(InputError):
     """An OpenPose folder or file could not be read; the message names the file."""
 
 

@@ -44,6 +44,8 @@ from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 
+from ..errors import InputError
+
 __all__ = [
     "RANDOM_STATE_GLOBALS",
     "RestrictedUnpickler",
@@ -55,7 +57,7 @@ __all__ = [
 _MAX_HEADER = 1 << 20  # .npy header bytes accepted (numpy's own limit is 10000 without pickles)
 
 
-class UnsafePickleError(ValueError):
+class UnsafePickleError(InputError):
     """A pickle asked for something outside the allowlist; the message names the file and the
     refused global (or state)."""
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..errors import InputError
 from .files import read_bytes
 
 # FFmpeg's own log lines (e.g. "moov atom not found") would print beside tensorpose's one-line
@@ -87,7 +88,7 @@ def image_header_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-class ImageReadError(ValueError):
+class ImageReadError(InputError):
     """An image file exists but cannot be decoded (corrupt, truncated or not an image)."""
 
 

@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..io.torch_file import refuse_torchscript
 from .atomic_save import save_atomic
 from .checkpoint_checks import _check_entries, _Invalid, _is_int
@@ -70,7 +71,7 @@ RESUME_KEYS = ("model", "config", "epoch", "step", "optimizer", "scheduler", "rn
 """Entries needed to resume training (``scaler``, ``history``, ``best`` are optional)."""
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint cannot be read or does not fit the requested model or run."""
 
 
