@@ -7,9 +7,14 @@ keep catching ``ValueError``.
 
 from __future__ import annotations
 
-__all__ = ["InputError"]
+__all__ = ["InputError", "MissingFileError"]
 
 
 class InputError(ValueError):
     """Bad input from the user (a file, a flag, a setting): one line naming the file or flag and
     what was wrong."""
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """A file or folder the user named does not exist (also a ``FileNotFoundError``, so callers
+    that catch that keep working); the message names it."""

@@ -163,7 +163,7 @@ def check_outside_inputs(
         i = Path(given).resolve()
         if o == i or i in o.parents or o in i.parents:
             how = "is" if o == i else "is inside" if i in o.parents else "contains"
-            raise ValueError(
+            raise InputError(
                 f"{flag} {out} {how} the input {given}: the input would be overwritten or "
                 "removed; choose another output"
             )
@@ -283,7 +283,7 @@ class OutputFolder:
                 raise ValueError(f"output name must be one file or folder name, got {n!r}")
         check_outside_inputs(self.out_dir, inputs, flag)
         if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise ValueError(f"{flag} {self.out_dir}: exists and is not a folder")
+            raise InputError(f"{flag} {self.out_dir}: exists and is not a folder")
         self.overwrite, self.flag, self.whole_folder = overwrite, flag, whole_folder
         self._check_existing()
         self.staging: Path | None = None
@@ -302,7 +302,7 @@ class OutputFolder:
             if any(not p.name.startswith(ours) for p in self.out_dir.iterdir()):
                 hits = [self.out_dir]
         if hits:
-            raise ValueError(
+            raise InputError(
                 f"{hits[0]} exists: pass --overwrite to replace the outputs, or choose "
                 f"another {self.flag}"
             )

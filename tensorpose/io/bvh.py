@@ -399,6 +399,8 @@ def load_bvh(path: str | os.PathLike) -> Motion:
     except UnicodeDecodeError as e:
         line = _line_of(path, e.start)
         raise BVHError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:  # no permission, an I/O error of the disk
+        raise BVHError(f"{path}: cannot read the BVH file: {e.strerror or e}") from None
     return parse_bvh(text, path)
 
 
