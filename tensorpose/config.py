@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from .errors import InputError
+from .errors import InputError, MissingFileError
 from .io.files import read_text
 
 __all__ = [
@@ -443,7 +443,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
     if path is not None:
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"config file {str(path)!r} not found")
+            raise MissingFileError(f"config file {str(path)!r} not found")
         text = read_text(path, 16 << 20, "config file")
         try:
             raw = yaml.safe_load(text) or {}

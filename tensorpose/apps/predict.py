@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from ..blazepose.pipeline import BlazePoseTracker, check_frame_size, image_people
+from ..errors import InputError, MissingFileError
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
@@ -135,7 +136,7 @@ class _Staged:
         path = self.outputs.path("drawn") / name
         path.parent.mkdir(exist_ok=True)
         if not cv2.imwrite(str(path), bgr):
-            raise ValueError(f"{path}: could not write the picture")
+            raise InputError(f"{path}: could not write the picture")
 
     def finish(self, results: bool = True) -> None:
         if self.writer is not None:
@@ -150,29 +151,29 @@ class _Staged:
 
 def _check_options(batch_size: int, box_threshold: float, min_score: float, input: Path) -> None:
     if not input.exists():
-        raise FileNotFoundError(f"{input}: no such image, folder or video")
+        raise MissingFileError(f"{input}: no such image, folder or video")
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 4096):
-        raise ValueError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
+        raise InputError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
     for flag, v in (("--box-threshold", box_threshold), ("--min-score", min_score)):
         if not 0 <= v <= 1:  # NaN fails too
-            raise ValueError(f"{flag} must be in [0, 1], got {v!r}")
+            raise InputError(f"{flag} must be in [0, 1], got {v!r}")
 
 
 def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
     if pose.kind == "blazepose":
         if boxes is not None or detector is not None:
-            raise ValueError("--model blazepose finds people itself: --boxes/--detector unused")
+            raise InputError("--model blazepose finds people itself: --boxes/--detector unused")
         return
     topdown = pose.kind != "centernet"
     if topdown and (boxes is None) == (detector is None):
-        raise ValueError(
+        raise InputError(
             f"a top-down {pose.kind} model needs person boxes: give exactly one of --boxes (a "
             "COCO detections JSON) or --detector (a CenterNet model)"
         )
     if not topdown and (boxes is not None or detector is not None):
-        raise ValueError("a centernet model finds people itself: --boxes/--detector are not used")
+        raise InputError("a centernet model finds people itself: --boxes/--detector are not used")
     if detector is not None and detector.kind != "centernet":
-        raise ValueError(f"--detector must be a centernet model, got kind {detector.kind!r}")
+        raise InputError(f"--detector must be a centernet model, got kind {detector.kind!r}")
 
 
 def _coco_and_landmarks(found: list[dict]) -> list[dict]:
@@ -246,10 +247,10 @@ def _tracked_videos(input: Path, pose: PoseModel, tracking: bool) -> list[Path] 
     if not videos:
         return None
     if any(p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS for p in input.iterdir()):
-        raise ValueError(f"{input}: holds both videos and images; give a folder of one kind")
+        raise InputError(f"{input}: holds both videos and images; give a folder of one kind")
     stems = [v.stem for v in videos]
     if len(set(stems)) < len(stems):
-        raise ValueError(f"{input}: two videos share a name stem ({stems}): rename one")
+        raise InputError(f"{input}: two videos share a name stem ({stems}): rename one")
     return videos
 
 
@@ -420,11 +421,11 @@ def predict_command(
 
     blaze = model == "blazepose"
     if blaze and checkpoint is not None:
-        raise ValueError("--model blazepose takes no --checkpoint")
+        raise InputError("--model blazepose takes no --checkpoint")
     if not blaze and checkpoint is None:
-        raise ValueError("--checkpoint is required (or --model blazepose)")
+        raise InputError("--checkpoint is required (or --model blazepose)")
     if not 1 <= max_people <= 64:
-        raise ValueError(f"--max-people must be in 1..64, got {max_people}")
+        raise InputError(f"--max-people must be in 1..64, got {max_people}")
     src = Path(input)
     out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
     if blaze:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -69,7 +70,7 @@ def check_people(people: int | str | None) -> int | str | None:
     if isinstance(people, str) and people.strip().isdigit():
         people = int(people)
     if not isinstance(people, int) or isinstance(people, bool) or not 1 <= people <= MAX_PEOPLE:
-        raise ValueError(f"--people must be auto or a number in 1..{MAX_PEOPLE}, got {people!r}")
+        raise InputError(f"--people must be auto or a number in 1..{MAX_PEOPLE}, got {people!r}")
     return people
 
 

@@ -32,7 +32,7 @@ def check_run_name(name: str, key: str = "train.name") -> str:
         or any(ord(c) < 32 for c in name)
     )
     if bad:
-        raise ValueError(
+        raise InputError(
             f"{key} must be a single folder name inside the output folder (no '/', '..' or "
             f"absolute path), got {name!r}"
         )
