@@ -110,7 +110,7 @@ def require_capability(
     names = tasks_with(capability)
     able = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     got = task if isinstance(task, str) else cls.__name__
-    raise ValueError(f"{what} needs a {able or 'no'} {noun}, got {got!r}")
+    raise InputError(f"{what} needs a {able or 'no'} {noun}, got {got!r}")
 
 
 def _check_capability(capability: str) -> None:
