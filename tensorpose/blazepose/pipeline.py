@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..ops.affine import fixed_point_samples, warp_affine_fixed_point
 from .geometry import (
     DETECTOR_SIZE,
@@ -65,7 +66,7 @@ def check_frame_size(shape: tuple[int, ...], name: str) -> None:
     too small for the detector (longer side under :data:`MIN_SIDE`)."""
     h, w = shape[:2]
     if max(h, w) < MIN_SIDE:
-        raise ValueError(f"{name}: {w}x{h} pixels is too small for BlazePose's person detector "
+        raise InputError(f"{name}: {w}x{h} pixels is too small for BlazePose's person detector "
                          f"(at least {MIN_SIDE} pixels on the longer side)")  # fmt: skip
 
 

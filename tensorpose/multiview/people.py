@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..layouts import LAYOUTS
 from ..ops.assignment import linear_assignment
 from .everyone import triangulate_everyone
@@ -225,13 +226,13 @@ def triangulate_cameras_people(
         keep = order[:people]
     found = len(keep) if people is None else len(rows.valid)
     if people is not None and found < people:
-        raise ValueError(f"--people {people}: found only {found} people seen by two cameras "
+        raise InputError(f"--people {people}: found only {found} people seen by two cameras "
                          f"or more in {cameras.folders[0].parent}")  # fmt: skip
     if not keep:
-        raise ValueError(f"--people auto: no person seen by two cameras or more in "
+        raise InputError(f"--people auto: no person seen by two cameras or more in "
                          f"{cameras.folders[0].parent}")  # fmt: skip
     if len(keep) > MAX_PEOPLE:
-        raise ValueError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
+        raise InputError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
     return [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep)]
