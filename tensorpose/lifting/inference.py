@@ -48,7 +48,7 @@ __all__ = [
     "to_model_joints",
 ]
 
-MODELS_DIR = Path(__file__).resolve().parent / "assets" / "models"
+MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
 TRAJECTORY_CUTOFF_HZ = 6.0
 """Low-pass cutoff of the root's ray (Hz; chosen on the mocap hold-outs,
 ``docs/lifting_results.md``, Trajectory)."""
