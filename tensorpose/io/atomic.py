@@ -309,7 +309,12 @@ class OutputFolder:
 
     def __enter__(self) -> OutputFolder:
         self.created = not self.out_dir.exists()  # removed again if nothing gets committed
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # no permission, a path through a file, a read-only or full disk
+            raise InputError(
+                f"{self.flag} {self.out_dir}: cannot create the folder: {e.strerror or e}"
+            ) from e
         self.lock = FolderLock(self.out_dir, self.say).acquire()
         try:
             recover_staging(self.out_dir)
