@@ -206,9 +206,9 @@ def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, c
     return topdown_people(pose, images, per_frame, chunk), matched
 
 
-def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> ValueError:
+def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> InputError:
     have = sorted(dets)[:5]
-    return ValueError(
+    return InputError(
         f"{boxes}: no detection for any of the {frames} input frames (their image ids: "
         f"{ids[:5]}{' ...' if len(ids) > 5 else ''}; the file has ids {have}"
         f"{' ...' if len(dets) > 5 else ''}); image ids come from the numbers in the file "

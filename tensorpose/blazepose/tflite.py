@@ -67,8 +67,8 @@ class _Model:
             v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")
         }
 
-    def fail(self, what: str) -> ValueError:
-        return ValueError(f"{self.path}: {what}")
+    def fail(self, what: str) -> InputError:
+        return InputError(f"{self.path}: {what}")
 
     def shape(self, t: int) -> list[int]:
         return [int(s) for s in self.graph.Tensors(t).ShapeAsNumpy()]
