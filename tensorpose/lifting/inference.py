@@ -275,6 +275,13 @@ def lift_keypoints(
     j = to_model_joints(kp.keypoints, kp.layout, lifter.joints_in)
     missing = ~(torch.isfinite(j[..., :2]).all(-1) & (j[..., 2] >= min_confidence))
     skel = get_skeleton(lifter.joints_in)
+    never = missing.all(0).nonzero()[:, 0].tolist()  # the input's, not bridge_missing's to say
+    if never:
+        raise InputError(
+            f"joint(s) {', '.join(skel.names[i] for i in never)} missing or below the "
+            "confidence threshold in every frame: nothing to bridge from (lower "
+            "--min-confidence, or check the layout)"
+        )
     px = bridge_missing(j[..., :2], missing, skel.names)
     x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)

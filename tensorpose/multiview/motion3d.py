@@ -116,7 +116,7 @@ def find_fps(tracks_dir: Path, folders: list[Path], fps: float | None,
         if found:
             values = sorted(set(round(v, 3) for v in found.values()))
             if len(values) > 1:
-                raise ValueError(f"the {kind} files next to the tracks disagree on the frame "
+                raise InputError(f"the {kind} files next to the tracks disagree on the frame "
                                  f"rate {found}; pass --fps")  # fmt: skip
             first = next(iter(found))
             return _check_fps(found[first], f"the frame rate of {first}"), f"{kind} {first}"
