@@ -6,7 +6,7 @@ the whole demo) with its pinned ``train.threads=2``, in fresh processes:
 
 - **previous default**: OpenMP's own wait policy (waiting threads spin for a while before
   sleeping), reproduced by importing torch before tensorpose with ``OMP_WAIT_POLICY`` unset;
-- **new policy** (:mod:`tensorpose.threads`): ``OMP_WAIT_POLICY=PASSIVE``, set by the package
+- **new policy** (:mod:`tensorpose.threads`): ``OMP_WAIT_POLICY=PASSIVE``, set by the command
   before torch is loaded.
 
 Each round runs both quiet, then starts the competitor (``python -c "while True: pass"``) and

@@ -4,8 +4,10 @@ Importing the package is light (no torch): :class:`Skeleton`, :func:`get_skeleto
 :func:`skeleton_names` are imported from :mod:`tensorpose.skeleton` on first use, so that
 ``tensorpose --help`` and argument errors answer without importing torch. The task lookup is
 handed to :mod:`tensorpose.config` here, before any config can be built; the registry itself
-(:mod:`tensorpose.tasks.registry`) is imported the first time a task is looked up. The thread
-policy's environment (:mod:`tensorpose.threads`) is set here, before torch is loaded.
+(:mod:`tensorpose.tasks.registry`) is imported the first time a task is looked up. Importing
+changes nothing process-wide: the thread policy's environment is set by the ``tensorpose``
+command, or by an explicit :func:`tensorpose.threads.prepare_environment` call before torch is
+loaded.
 """
 
 from __future__ import annotations
@@ -13,9 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import config as _config
-from .threads import prepare_environment as _prepare_environment
-
-_prepare_environment()  # before torch: waiting OpenMP threads sleep (tensorpose.threads)
 
 if TYPE_CHECKING:
     from .skeleton import Skeleton, get_skeleton, skeleton_names

@@ -5,12 +5,15 @@ stays fast."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+
+from .errors import InputError
 
 
 # ---------------------------------------------------------------------- commands
@@ -51,7 +54,7 @@ def _smooth(args: argparse.Namespace) -> int:
     from .smoothing import FilterSettings
 
     if args.layout is not None and args.layout not in SMOOTH_LAYOUTS:
-        raise ValueError(
+        raise InputError(
             f"--layout must be one of {', '.join(SMOOTH_LAYOUTS)}, got {args.layout!r}"
         )
     settings = FilterSettings(args.method, 30.0 if args.fps is None else args.fps, args.model,
@@ -593,6 +596,22 @@ def _os_error(e: OSError) -> str:
     return str(e.args[-1]) if e.args else e.strerror
 
 
+EX_SOFTWARE = 70
+"""Exit status of an internal error (a bug in tensorpose), as ``sysexits.h`` names it."""
+
+USER_OS_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""``OSError`` numbers that are the user's to fix, not tensorpose's: a full disk, a quota."""
+
+
+def _users_os_error(e: BaseException) -> bool:
+    """An ``OSError`` that :data:`USER_OS_ERRORS` names (also as the cause of another error)."""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in USER_OS_ERRORS:
+            return True
+        e = e.__cause__
+    return False
+
+
 class _Terminated(BaseException):
     """SIGTERM, raised where the command is, so that its outputs are cleaned up as for Ctrl-C."""
 
@@ -602,14 +621,21 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a command. Errors caused by the input (a file that cannot be read or parsed, a bad
-    setting or checkpoint, a full disk) print one line naming the file and return 2; a stopped
-    training run returns 3; an interrupt 130 (SIGINT) or 143 (SIGTERM). ``--debug`` re-raises
-    with the full traceback."""
+    """Run a command. Bad input (:class:`tensorpose.errors.InputError`: a file that cannot be
+    read or parsed, a bad flag, setting or checkpoint) prints ``tensorpose CMD: error: <one
+    line>`` naming the file or flag and returns 2; so does an ``OSError`` that says the disk is
+    full or over quota (``ENOSPC``, ``EDQUOT``, :data:`USER_OS_ERRORS`), the user's to fix. Any
+    other exception is a bug in tensorpose: one ``internal error`` line with its type, and
+    :data:`EX_SOFTWARE` (70). A stopped training run returns 3; an interrupt 130 (SIGINT) or
+    143 (SIGTERM). ``--debug`` re-raises with the full traceback. Before the command runs (and
+    so before torch is loaded) the thread policy's environment is set
+    (:func:`tensorpose.threads.prepare_environment`)."""
     args = build_parser().parse_args(argv)
+    from .threads import prepare_environment
     from .train.interrupt import Interrupted
     from .train.trainer import TrainingStopped
 
+    prepare_environment()  # before torch: waiting OpenMP threads sleep (tensorpose.threads)
     main_thread = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
@@ -640,13 +666,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"tensorpose {args.command}: stopped: {_one_line(e)}", file=sys.stderr)
         return 3
-    except (ValueError, TypeError, OSError, KeyError, IndexError, RecursionError) as e:
-        # ValueError covers ConfigError, CheckpointError, the readers' parse errors and
-        # UnsafePickleError; OSError unreadable files, folders given as files, a full disk.
+    except Exception as e:
         if args.debug:
             raise
-        print(f"tensorpose {args.command}: error: {_one_line(e)}", file=sys.stderr)
-        return 2
+        if isinstance(e, InputError) or _users_os_error(e):
+            print(f"tensorpose {args.command}: error: {_one_line(e)}", file=sys.stderr)
+            return 2
+        print(f"tensorpose {args.command}: internal error: {type(e).__name__}: {_one_line(e)} "
+              "(a bug in tensorpose: rerun with --debug for the traceback and report it)",
+              file=sys.stderr)  # fmt: skip
+        return EX_SOFTWARE
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)

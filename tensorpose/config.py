@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from .errors import InputError, MissingFileError
 from .io.files import read_text
 
 __all__ = [
@@ -53,7 +54,7 @@ DEFAULT_TASK = "lift"
 """The task of a config that names none."""
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration key or value is not acceptable; the message says which and why."""
 
 
@@ -384,7 +385,7 @@ def check_run_name(name: str, key: str = "train.name") -> str:
     """``name`` if it is one folder name (no separators, not ``.``/``..``, not absolute).
 
     Raises:
-        ValueError: naming ``key`` and the value.
+        InputError: naming ``key`` and the value.
     """
     bad = (
         not isinstance(name, str)
@@ -396,7 +397,7 @@ def check_run_name(name: str, key: str = "train.name") -> str:
         or any(ord(c) < 32 for c in name)
     )
     if bad:
-        raise ValueError(
+        raise InputError(
             f"{key} must be a single folder name inside the output folder (no '/', '..' or "
             f"absolute path), got {name!r}"
         )
@@ -464,7 +465,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
     if path is not None:
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"config file {str(path)!r} not found")
+            raise MissingFileError(f"config file {str(path)!r} not found")
         text = read_text(path, 16 << 20, "config file")
         try:
             raw = yaml.safe_load(text) or {}

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from .config import Config, config_from_dict, config_to_dict
+from .errors import InputError
 from .tasks import Task, get_task
 from .train.checkpoint import CheckpointError, load_checkpoint, load_weights, model_config_mismatch
 from .train.distributed import resolve_device
@@ -92,13 +93,13 @@ def evaluate(
     known = [p for p in inspect.signature(task.eval_data).parameters if p != "device"]
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"task {cfg.task!r} takes the evaluation options {known or 'none'}, got {unknown}"
         )
     kw = {}
     if flip:
         if "flip" not in inspect.signature(task.evaluate).parameters:
-            raise ValueError(f"task {cfg.task!r} has no test-time flip evaluation")
+            raise InputError(f"task {cfg.task!r} has no test-time flip evaluation")
         kw["flip"] = True
     data = task.eval_data(dev, **options)
     out: dict[str, Any] = {"task": cfg.task, **task.evaluate(data, **kw), **task.eval_info(data)}

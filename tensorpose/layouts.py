@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
 from .ops._constants import constant
 from .skeleton import coco17, h36m17
 
@@ -143,7 +144,7 @@ def to_coco18(keypoints: np.ndarray) -> np.ndarray:
 def to_coco17(keypoints: np.ndarray, layout: str) -> np.ndarray:
     """Keypoints ``(..., K, 3)`` of a layout holding the COCO joints -> ``COCO_17``."""
     if layout not in COCO17_INDEX:
-        raise ValueError(f"layout {layout} does not contain the 17 COCO keypoints")
+        raise InputError(f"layout {layout} does not contain the 17 COCO keypoints")
     kp = np.asarray(keypoints)
     check_layout(layout, kp.shape[-2] if kp.ndim >= 2 else None)
     return kp[..., COCO17_INDEX[layout], :]
@@ -235,10 +236,10 @@ def check_layout(layout: str, num_keypoints: int | None = None, what: str = "key
     """Raise ``ValueError`` for an unknown layout name, or one whose keypoint count differs from
     ``num_keypoints`` (the message names both counts)."""
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+        raise InputError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
     K = len(LAYOUTS[layout])
     if num_keypoints is not None and num_keypoints != K:
-        raise ValueError(f"layout {layout} has {K} keypoints but {what} has {num_keypoints}")
+        raise InputError(f"layout {layout} has {K} keypoints but {what} has {num_keypoints}")
 
 
 def layouts_with(num_keypoints: int) -> list[str]:
@@ -255,7 +256,7 @@ def candidate_layouts(num_keypoints: int) -> list[str]:
     candidates = layouts_with(num_keypoints)
     if not candidates:
         counts = sorted({len(v) for v in LAYOUTS.values()})
-        raise ValueError(f"{num_keypoints} keypoints match no known layout (known counts: "
+        raise InputError(f"{num_keypoints} keypoints match no known layout (known counts: "
                          f"{counts})")  # fmt: skip
     return candidates
 

@@ -20,6 +20,7 @@ from torch import nn
 
 from .centernet.model import IMAGENET_MEAN, IMAGENET_STD
 from .centernet.pipeline import CenterNet
+from .errors import InputError
 from .ops.affine import invert_affine, transform_points
 from .ops.heatmap import decode_heatmaps
 from .ops.roi import crop_boxes
@@ -117,7 +118,7 @@ class PoseModel:
         return ((images.float() - mean) / std).contiguous()
 
 
-class UnsupportedCheckpointError(ValueError):
+class UnsupportedCheckpointError(InputError):
     """A checkpoint of a task that does not predict from pictures (e.g. lifting); names it."""
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from .errors import InputError
+
 
 class Skeleton:
     """A rooted tree of joints.
@@ -379,7 +381,7 @@ def get_skeleton(name: str) -> Skeleton:
         ValueError: unknown name (the message lists the known ones).
     """
     if name not in _BUILTINS:
-        raise ValueError(f"unknown skeleton {name!r}; known: {', '.join(skeleton_names())}")
+        raise InputError(f"unknown skeleton {name!r}; known: {', '.join(skeleton_names())}")
     if name not in _INSTANCES:
         _INSTANCES[name] = _BUILTINS[name]()
     return _INSTANCES[name]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import InputError
 from .io.tracks import Tracks
 from .ops.filters import jitter, kalman_filter, kalman_smoother, lag, one_euro_filter
 
@@ -43,9 +44,9 @@ class FilterSettings:
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.model not in ("velocity", "acceleration"):
-            raise ValueError(f"--model must be velocity or acceleration, got {self.model!r}")
+            raise InputError(f"--model must be velocity or acceleration, got {self.model!r}")
         ranges = {"fps": (0.1, 10_000), "process_noise": (1e-12, 1e12),
                   "measurement_noise": (1e-12, 1e12), "min_cutoff": (1e-6, 1e6),
                   "beta": (0.0, 1e6), "d_cutoff": (1e-6, 1e6)}  # fmt: skip
@@ -53,7 +54,7 @@ class FilterSettings:
             v = getattr(self, key)
             if not (isinstance(v, int | float) and math.isfinite(v) and lo <= v <= hi):
                 flag = "--" + key.replace("_", "-")
-                raise ValueError(f"{flag} must be a number in [{lo:g}, {hi:g}], got {v!r}")
+                raise InputError(f"{flag} must be a number in [{lo:g}, {hi:g}], got {v!r}")
 
 
 def smooth(x: torch.Tensor, settings: FilterSettings) -> torch.Tensor:

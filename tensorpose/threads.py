@@ -1,8 +1,9 @@
 """The CPU thread policy of every command that computes (``train``, ``predict``, ``lift``,
 ``triangulate``, ``eval``, ``eval-wild``, ``smooth``, ``export``, ``demo``).
 
-- **Waiting threads sleep.** :func:`prepare_environment` (run when the package is imported,
-  before torch is) sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets it:
+- **Waiting threads sleep.** :func:`prepare_environment` (run by the ``tensorpose`` command
+  before it loads torch; importing the package changes no environment) sets
+  ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets it:
   torch's OpenMP threads that wait at the end of a parallel region yield their core instead of
   spinning on it. On a machine where another process competes for the cores, spinning threads
   hold a core the late thread needs, and every parallel region then waits for a time slice:
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import os
 
+from .errors import InputError
+
 __all__ = ["WAIT_POLICY", "available_cpus", "default_threads", "prepare_environment",
            "set_threads"]  # fmt: skip
 
@@ -33,7 +36,10 @@ WAIT_POLICY = "PASSIVE"
 
 def prepare_environment() -> None:
     """Set ``OMP_WAIT_POLICY`` (:data:`WAIT_POLICY`) unless it is set; it counts only when
-    done before torch (and with it the OpenMP runtime) is loaded."""
+    done before torch (and with it the OpenMP runtime) is loaded. :func:`tensorpose.cli.main`
+    calls it before a command runs; importing tensorpose does not (it would change the whole
+    process's environment), so a library user who wants the policy calls
+    ``tensorpose.threads.prepare_environment()`` before importing torch."""
     os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 
 
@@ -52,10 +58,11 @@ def default_threads() -> int:
 
 def set_threads(threads: int | None, what: str = "--threads") -> int:
     """Give torch ``threads`` intra-op CPU threads (``None`` or 0: :func:`default_threads`);
-    returns the count used. A negative count raises ``ValueError`` naming ``what``."""
+    returns the count used. A negative count raises :class:`~tensorpose.errors.InputError`
+    naming ``what``."""
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 0):  # fmt: skip
-        raise ValueError(f"{what} must be a non-negative integer, got {threads!r}")
+        raise InputError(f"{what} must be a non-negative integer, got {threads!r}")
     n = threads or default_threads()
     import torch
 

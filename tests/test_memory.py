@@ -36,3 +36,19 @@ def test_keep_freed_memory_stops_the_page_faults_of_repeated_large_blocks():
     assert before > 1000  # (40 MiB in 4 KiB pages: 10240, fewer with transparent huge pages)
     assert limit >= 32 << 20 and again == limit  # applied once
     assert after < before / 20
+
+
+def test_only_the_predict_command_keeps_freed_memory(monkeypatch):
+    """The allocator policy is the ``predict`` command's (BlazePose on a CPU), set before the
+    networks load; ``BlazePose.load`` itself leaves the process's malloc alone
+    (tests/test_errors.py)."""
+    import tensorpose.apps.predict as app
+    import tensorpose.blazepose.memory as memory
+    from tensorpose.blazepose.pipeline import BlazePose
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda *a: calls.append("keep") or 0)
+    monkeypatch.setattr(BlazePose, "load", classmethod(lambda cls, d: calls.append("load")))
+    monkeypatch.setattr(app, "predict", lambda *a, **k: "result")
+    assert app.predict_command("x.jpg", None, model="blazepose", device="cpu")[0] == "result"
+    assert calls == ["keep", "load"]

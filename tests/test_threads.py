@@ -73,13 +73,17 @@ def test_lift_imports_neither_matplotlib_nor_scipy_nor_sympy(tmp_path):
     assert cv2.imread(str(tmp_path / "l" / "cam01_json_skeletons.png")) is not None
 
 
-def test_wait_policy_set_before_torch_unless_given():
-    code = "import os, tensorpose; print(os.environ['OMP_WAIT_POLICY'])"
+def test_wait_policy_set_by_the_command_before_torch_unless_given():
+    """Importing tensorpose sets nothing; the command sets the policy before it loads torch."""
+    code = ("import os, sys, tensorpose.cli\nbefore = os.environ.get('OMP_WAIT_POLICY')\n"
+            "main = tensorpose.cli.main\nmain(['smooth', 'no-such-folder', '--threads', '1'])\n"
+            "print(before, os.environ['OMP_WAIT_POLICY'])")  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        env={**env, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    assert p.stdout.strip() == "PASSIVE"
-    assert _python(code, env={"OMP_WAIT_POLICY": "ACTIVE"}).stdout.strip() == "ACTIVE"
+    assert p.stdout.strip() == "None PASSIVE", p.stderr
+    given = _python(code, env={"OMP_WAIT_POLICY": "ACTIVE"})
+    assert given.stdout.strip() == "ACTIVE ACTIVE"
 
 
 def test_set_threads_and_the_flag():

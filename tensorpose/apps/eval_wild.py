@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.tracks import Keypoints2D
 from ..lifting.inference import lift_keypoints, load_lifter
 from ..metrics.pose3d import compare_with_reference
@@ -106,7 +107,7 @@ def eval_wild(
     done = [r for r in rows if "error" not in r and r["frames"] > 0]
     if not done:
         why = "; ".join(f"{r['camera']}: {r.get('error', 'no frame to compare')}" for r in rows)
-        raise ValueError(f"{tracks_dir}: no camera could be lifted and compared ({why})")
+        raise InputError(f"{tracks_dir}: no camera could be lifted and compared ({why})")
     s = summarize(tris[0])
     return {
         "cameras": rows,

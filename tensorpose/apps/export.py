@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import InputError
 from ..inference import load_model
 from ..io.atomic import OutputFolder, check_outside_inputs
 from ..models.onnx import MIN_OPSET, ExportModule, check_onnx, check_opset, export_onnx
@@ -46,7 +47,7 @@ def export_checkpoint(
     check_outside_inputs(path, [checkpoint])  # the output is one file, beside the checkpoint
     task, model, cfg, _ = load_model(checkpoint, "cpu")
     if "export" not in task.capabilities:
-        raise ValueError(
+        raise InputError(
             f"{checkpoint}: export supports {', '.join(sorted(tasks_with('export')))} checkpoints, "
             f"not {cfg.task!r}"
         )

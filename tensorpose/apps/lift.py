@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.calibration import load_calibration
 from ..io.motion import write_csv, write_npz, write_trc
@@ -48,13 +49,13 @@ def output_names(name: str) -> list[str]:
 
 def _check_options(size, calib, camera, fps) -> None:
     if size is not None and calib is not None:
-        raise ValueError("pass either --size or --calib/--camera, not both")
+        raise InputError("pass either --size or --calib/--camera, not both")
     if camera is not None and calib is None:
-        raise ValueError("--camera needs --calib")
+        raise InputError("--camera needs --calib")
     if size is not None and (len(size) != 2 or min(size) < 1 or max(size) > 100_000):
-        raise ValueError(f"--size must be WxH with integers in 1..100000, got {size}")
+        raise InputError(f"--size must be WxH with integers in 1..100000, got {size}")
     if fps is not None and not (math.isfinite(fps) and 0.1 <= fps <= 10_000):
-        raise ValueError(f"--fps must be a frame rate in 0.1..10000, got {fps}")
+        raise InputError(f"--fps must be a frame rate in 0.1..10000, got {fps}")
 
 
 def _calibration_camera(calib: str | os.PathLike, camera: str | None):
@@ -62,9 +63,9 @@ def _calibration_camera(calib: str | os.PathLike, camera: str | None):
     cal = load_calibration(calib)
     names = list(cal.names)
     if camera is None:
-        raise ValueError(f"--calib needs --camera (one of {names})")
+        raise InputError(f"--calib needs --camera (one of {names})")
     if camera not in names:
-        raise ValueError(f"--camera {camera!r} is not in {calib} (cameras: {names})")
+        raise InputError(f"--camera {camera!r} is not in {calib} (cameras: {names})")
     c = names.index(camera)
     w, h = (int(v) for v in cal.size[c].tolist())
     return cal.K[c].double(), cal.dist[c].double(), (w, h)
@@ -80,7 +81,7 @@ def _check_inside_image(keypoints: torch.Tensor, size, src: Path) -> None:
     wh = xy.new_tensor([float(size[0]), float(size[1])])
     far = ((xy < -wh) | (xy > 2 * wh)).any(-1).double().mean() if len(xy) else xy.new_zeros(())
     if float(far) > 0.5:
-        raise ValueError(
+        raise InputError(
             f"{src}: {float(far):.0%} of the keypoints lie more than one image size outside the "
             f"{size[0]}x{size[1]} image: check --size, or --calib/--camera"
         )
@@ -97,14 +98,14 @@ def _check_video(video: str | os.PathLike, frames: int, size) -> None:
     try:
         n, _, vsize = video_info(video)
     except ValueError as e:
-        raise ValueError(f"--video {e}") from None
+        raise InputError(f"--video {e}") from None
     if n > 0 and n != frames:
-        raise ValueError(f"--video {video} has {n} frames but the keypoints have {frames}")
+        raise InputError(f"--video {video} has {n} frames but the keypoints have {frames}")
     if size is None or tuple(size) == tuple(vsize):
         return
     what = f"--video {video} is {vsize[0]}x{vsize[1]} but the image size is {size[0]}x{size[1]}"
     if any(abs(int(a) - int(b)) >= CODEC_PAD_PX for a, b in zip(size, vsize, strict=True)):
-        raise ValueError(what)
+        raise InputError(what)
     print(f"tensorpose lift: {what}: drawn on as is (the difference of under {CODEC_PAD_PX} px "
           "is taken for an encoder's padding)", file=sys.stderr)  # fmt: skip
 
@@ -172,7 +173,7 @@ def lift(
     size = size if size is not None else kp.size
     fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
     if not (math.isfinite(fps_used) and 0.1 <= fps_used <= 10_000):  # the file's own fps
-        raise ValueError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
+        raise InputError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
                          "pass --fps")  # fmt: skip
     _check_inside_image(kp.keypoints, size, src)
     T = kp.keypoints.shape[0]

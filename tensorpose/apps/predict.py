@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from ..blazepose.pipeline import check_frame_size
+from ..errors import InputError, MissingFileError
 from ..io.atomic import OutputFolder
 from ..io.coco import coco_results, load_detections
 from ..io.openpose import write_openpose
@@ -133,7 +134,7 @@ class _Staged:
         path = self.outputs.path("drawn") / name
         path.parent.mkdir(exist_ok=True)
         if not cv2.imwrite(str(path), bgr):
-            raise ValueError(f"{path}: could not write the picture")
+            raise InputError(f"{path}: could not write the picture")
 
     def finish(self, results: bool = True) -> None:
         if self.writer is not None:
@@ -148,27 +149,27 @@ class _Staged:
 
 def _check_options(batch_size: int, box_threshold: float, min_score: float, input: Path) -> None:
     if not input.exists():
-        raise FileNotFoundError(f"{input}: no such image, folder or video")
+        raise MissingFileError(f"{input}: no such image, folder or video")
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 4096):
-        raise ValueError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
+        raise InputError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
     for flag, v in (("--box-threshold", box_threshold), ("--min-score", min_score)):
         if not 0 <= v <= 1:  # NaN fails too
-            raise ValueError(f"{flag} must be in [0, 1], got {v!r}")
+            raise InputError(f"{flag} must be in [0, 1], got {v!r}")
 
 
 def _check_models(pose: PoseModel, boxes, detector: PoseModel | None) -> None:
     if pose.finds_people:
         if boxes is not None or detector is not None:
-            raise ValueError(f"a {pose.kind} model finds people itself: --boxes/--detector are "
+            raise InputError(f"a {pose.kind} model finds people itself: --boxes/--detector are "
                              "not used")  # fmt: skip
         return
     if (boxes is None) == (detector is None):
-        raise ValueError(
+        raise InputError(
             f"a top-down {pose.kind} model needs person boxes: give exactly one of --boxes (a "
             "COCO detections JSON) or --detector (a CenterNet model)"
         )
     if detector is not None and not detector.finds_people:
-        raise ValueError(
+        raise InputError(
             f"--detector must be a model that finds people itself (CenterNet), got a top-down "
             f"{detector.kind} model"
         )
@@ -204,9 +205,9 @@ def _people(pose, detector, dets, fb: FrameBatch, images, size, box_threshold, b
     return topdown_people(pose, images, per_frame, 4 * batch_size), matched
 
 
-def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> ValueError:
+def _no_match(boxes, frames: int, ids: list[int], dets: dict) -> InputError:
     have = sorted(dets)[:5]
-    return ValueError(
+    return InputError(
         f"{boxes}: no detection for any of the {frames} input frames (their image ids: "
         f"{ids[:5]}{' ...' if len(ids) > 5 else ''}; the file has ids {have}"
         f"{' ...' if len(dets) > 5 else ''}); image ids come from the numbers in the file "
@@ -246,10 +247,10 @@ def _tracked_videos(input: Path, video: bool, pose: PoseModel,
     if not videos:
         return None
     if any(p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS for p in input.iterdir()):
-        raise ValueError(f"{input}: holds both videos and images; give a folder of one kind")
+        raise InputError(f"{input}: holds both videos and images; give a folder of one kind")
     stems = [v.stem for v in videos]
     if len(set(stems)) < len(stems):
-        raise ValueError(f"{input}: two videos share a name stem ({stems}): rename one")
+        raise InputError(f"{input}: two videos share a name stem ({stems}): rename one")
     return videos
 
 
@@ -411,7 +412,9 @@ def predict_command(
 ) -> tuple[PredictResult, object, Path]:
     """``tensorpose predict``: the pose model (a 2D checkpoint, or with ``model="blazepose"``
     the shipped BlazePose networks) and a CenterNet ``detector`` loaded, the default output
-    folder ``runs/predict/<name>``, then :func:`predict` with ``options``.
+    folder ``runs/predict/<name>``, then :func:`predict` with ``options``. BlazePose on a CPU
+    first sets the process's allocator to keep freed memory for reuse
+    (:func:`tensorpose.blazepose.memory.keep_freed_memory`: process-wide, as a command may).
 
     Returns:
         the result, the pose model and the output folder.
@@ -420,21 +423,25 @@ def predict_command(
         ValueError: ``--model blazepose`` with a ``--checkpoint``, neither given, or
             ``--max-people`` outside 1..64 (each naming the flag).
     """
+    from ..blazepose.memory import keep_freed_memory
     from ..blazepose.pipeline import BlazePose
     from ..pose2d import load_pose_model
     from ..train.distributed import resolve_device
 
     blaze = model == "blazepose"
     if blaze and checkpoint is not None:
-        raise ValueError("--model blazepose takes no --checkpoint")
+        raise InputError("--model blazepose takes no --checkpoint")
     if not blaze and checkpoint is None:
-        raise ValueError("--checkpoint is required (or --model blazepose)")
+        raise InputError("--checkpoint is required (or --model blazepose)")
     if not 1 <= max_people <= 64:
-        raise ValueError(f"--max-people must be in 1..64, got {max_people}")
+        raise InputError(f"--max-people must be in 1..64, got {max_people}")
     src = Path(input)
     out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
     if blaze:
-        pose = BlazePose.load(resolve_device(device, what="--device"))
+        dev = resolve_device(device, what="--device")
+        if dev.type == "cpu":  # the command's process: keep freed activations for reuse
+            keep_freed_memory()
+        pose = BlazePose.load(dev)
     else:
         pose = load_pose_model(checkpoint, device)
     det = load_pose_model(detector, device) if detector else None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.openpose import (
     MIN_TRACK_KEYPOINTS,
@@ -37,12 +38,12 @@ def _pick(tracks: Tracks, raw: torch.Tensor, joint: str, track: int | None) -> t
     """
     names = LAYOUTS[tracks.layout]
     if joint not in names:
-        raise ValueError(f"--joint must be one of {names}, got {joint!r}")
+        raise InputError(f"--joint must be one of {names}, got {joint!r}")
     P = raw.shape[0]
     counts = (~torch.isnan(raw[..., 0])).sum((1, 2))  # most observed: main subject
     p = int(counts.argmax()) if track is None else track
     if not 0 <= p < P:
-        raise ValueError(f"--track must be in [0, {P}), got {p}")
+        raise InputError(f"--track must be in [0, {P}), got {p}")
     return joint, names.index(joint), p
 
 
@@ -102,7 +103,7 @@ def smooth_folder(
     for folder in inputs:  # a few camera folders
         tracks = read_tracks(folder, layout, min_confidence)
         if tracks.num_tracks == 0:
-            raise ValueError(f"{folder}: no person with a detected keypoint in any frame: "
+            raise InputError(f"{folder}: no person with a detected keypoint in any frame: "
                              "nothing to smooth")  # fmt: skip
         fps = recorded_fps(tracks.files) if fps_from_files else settings.fps  # None: unknown
         entry, raw, sm = smooth_tracks(tracks, replace(settings, fps=fps or settings.fps))

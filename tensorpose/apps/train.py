@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_config
+from ..errors import MissingFileError
 from ..inference import evaluate
 from ..tasks import get_task
 from ..train.atomic_save import write_text_atomic
@@ -51,7 +52,7 @@ def train_command(
     if resume:
         stored = Path(resume) / "config.yaml"
         if not stored.is_file():
-            raise FileNotFoundError(f"--resume {resume}: no config.yaml in that run folder")
+            raise MissingFileError(f"--resume {resume}: no config.yaml in that run folder")
         config = config or stored
     cfg = load_config(config, overrides)  # no file: the defaults (the lifting recipe)
     return train_and_evaluate(cfg, resume, progress, profile)

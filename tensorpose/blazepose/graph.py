@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from .onednn import activate as _activate
 from .onednn import build_program, use_program
 from .onednn import same_pads as _same_pads
@@ -50,8 +51,8 @@ def check_description(desc: Any, source: str) -> None:
     """Raise a one-line ``ValueError`` naming ``source`` unless ``desc`` is a graph description
     whose operators are supported and whose every input is computed before it is used."""
 
-    def fail(what: str) -> ValueError:
-        return ValueError(f"{source}: {what}")
+    def fail(what: str) -> InputError:
+        return InputError(f"{source}: {what}")
 
     if not isinstance(desc, dict) or desc.get("format") != FORMAT:
         raise fail(f"not a TFLite graph description of format {FORMAT!r}")

@@ -14,10 +14,10 @@ instead of returning it: up to 128 MiB free at the top of its heap, and, before 
 are reused, a few more of the largest ones (glibc places each 64-byte-aligned block anew until
 enough free space has gathered: 40 MiB tensors settle after five, some 200 MB).
 
-It sets a process-wide allocator option, so only what runs such inference calls it
-(:meth:`tensorpose.blazepose.pipeline.BlazePose.load` on a CPU). Elsewhere than glibc (macOS, musl)
-it
-does nothing. This module imports no torch.
+It sets a process-wide allocator option, so nothing calls it on import or on loading a model:
+only a program that runs such inference calls it explicitly (``tensorpose predict`` with
+BlazePose on a CPU, :func:`tensorpose.apps.predict.predict_command`). Elsewhere than glibc
+(macOS, musl) it does nothing. This module imports no torch.
 """
 
 from __future__ import annotations

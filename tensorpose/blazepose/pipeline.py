@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..ops.affine import fixed_point_samples, warp_affine_fixed_point
 from .geometry import (
     DETECTOR_SIZE,
@@ -42,7 +43,6 @@ from .geometry import (
     ssd_anchors,
     weighted_nms,
 )
-from .memory import keep_freed_memory
 from .networks import load_blazepose_networks
 
 __all__ = [
@@ -67,7 +67,7 @@ def check_frame_size(shape: tuple[int, ...], name: str) -> None:
     too small for the detector (longer side under :data:`MIN_SIDE`)."""
     h, w = shape[:2]
     if max(h, w) < MIN_SIDE:
-        raise ValueError(f"{name}: {w}x{h} pixels is too small for BlazePose's person detector "
+        raise InputError(f"{name}: {w}x{h} pixels is too small for BlazePose's person detector "
                          f"(at least {MIN_SIDE} pixels on the longer side)")  # fmt: skip
 
 
@@ -101,11 +101,10 @@ class BlazePose:
 
     @classmethod
     def load(cls, device: str | torch.device = "cpu", **kw) -> BlazePose:
-        """The shipped networks on ``device``. On a CPU the process then keeps the memory its
-        calls free for the next ones (:func:`tensorpose.blazepose.memory.keep_freed_memory`: glibc
-        would otherwise hand a batch's activations back and fault them in again each call)."""
-        if torch.device(device).type == "cpu":
-            keep_freed_memory()
+        """The shipped networks on ``device``. The process's allocator is left as it is: a
+        program that runs batched CPU inference may call
+        :func:`tensorpose.blazepose.memory.keep_freed_memory` itself (``tensorpose predict``
+        does), else glibc hands a batch's activations back and faults them in again each call."""
         det, lm = load_blazepose_networks(device)
         return cls(det, lm, **kw)
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.files import read_bytes
 from ..io.torch_file import torch_load
 from .graph import FORMAT, SUPPORTED_OPS, TFLiteNet, check_description
@@ -57,17 +58,17 @@ class _Model:
 
         self.path, self.data, self.tfl = path, data, tflite
         if data[4:8] != b"TFL3":
-            raise ValueError(f"{path}: not a TensorFlow Lite model (no TFL3 identifier)")
+            raise InputError(f"{path}: not a TensorFlow Lite model (no TFL3 identifier)")
         self.model = tflite.Model.GetRootAsModel(data, 0)
         if self.model.SubgraphsLength() != 1:
-            raise ValueError(f"{path}: {self.model.SubgraphsLength()} subgraphs, expected 1")
+            raise InputError(f"{path}: {self.model.SubgraphsLength()} subgraphs, expected 1")
         self.graph = self.model.Subgraphs(0)
         self.op_names = {
             v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")
         }
 
-    def fail(self, what: str) -> ValueError:
-        return ValueError(f"{self.path}: {what}")
+    def fail(self, what: str) -> InputError:
+        return InputError(f"{self.path}: {what}")
 
     def shape(self, t: int) -> list[int]:
         return [int(s) for s in self.graph.Tensors(t).ShapeAsNumpy()]
@@ -175,10 +176,10 @@ def read_tflite(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torc
     try:
         return _read(str(path), data)
     except (IndexError, TypeError, KeyError, AttributeError, OverflowError) as e:
-        raise ValueError(f"{path}: not a readable TFLite model ({type(e).__name__})") from None
+        raise InputError(f"{path}: not a readable TFLite model ({type(e).__name__})") from None
     except Exception as e:  # flatbuffers' struct errors on a truncated file
         if type(e).__module__ == "struct":
-            raise ValueError(f"{path}: truncated TFLite model") from None
+            raise InputError(f"{path}: truncated TFLite model") from None
         raise
 
 
@@ -307,7 +308,7 @@ def _build(desc: dict, state: dict, device: str | torch.device, source: str) -> 
         net.load_state_dict({k: v.float() for k, v in state.items()})
     except RuntimeError as e:
         first = str(e).strip().splitlines()[-1].strip()
-        raise ValueError(f"{source}: weights do not fit the graph ({first})") from None
+        raise InputError(f"{source}: weights do not fit the graph ({first})") from None
     return net.to(device).eval()
 
 
@@ -339,17 +340,17 @@ def _unpack(key: str, v: Any, source: str) -> torch.Tensor:
     if isinstance(v, torch.Tensor):
         return v
     if not (isinstance(v, dict) and {"shape", "mask", "values"} <= set(v)):
-        raise ValueError(f"{source}: weight {key!r} is neither a tensor nor a packed tensor")
+        raise InputError(f"{source}: weight {key!r} is neither a tensor nor a packed tensor")
     n = 1
     for s in v["shape"]:
         n *= int(s)
     mask, values = v["mask"], v["values"]
     if mask.dtype != torch.uint8 or mask.numel() != -(-n // 8):
-        raise ValueError(f"{source}: weight {key!r}: mask of {mask.numel()} bytes for {n} values")
+        raise InputError(f"{source}: weight {key!r}: mask of {mask.numel()} bytes for {n} values")
     bits = (mask[:, None] >> torch.arange(7, -1, -1, dtype=torch.uint8)) & 1
     nonzero = bits.flatten()[:n].bool()
     if int(nonzero.sum()) != values.numel():
-        raise ValueError(f"{source}: weight {key!r}: {values.numel()} values for its mask")
+        raise InputError(f"{source}: weight {key!r}: {values.numel()} values for its mask")
     dense = torch.zeros(n, dtype=values.dtype)
     dense[nonzero] = values
     return dense.view(v["shape"])
@@ -363,7 +364,7 @@ def load_converted(path: str | os.PathLike, device: str | torch.device = "cpu") 
     """
     blob = torch_load(path)
     if not isinstance(blob, dict) or not {"graph", "state_dict"} <= set(blob):
-        raise ValueError(f"{path}: not a converted TFLite graph (no 'graph' and 'state_dict')")
+        raise InputError(f"{path}: not a converted TFLite graph (no 'graph' and 'state_dict')")
     check_description(blob["graph"], str(path))
     state = {k: _unpack(k, v, str(path)) for k, v in blob["state_dict"].items()}
     return _build(blob["graph"], state, device, str(path))

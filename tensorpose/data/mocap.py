@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..io.safe_pickle import load_npz as safe_npz
 from ..ops.camera import (
     H36M_FOCAL,
@@ -116,7 +117,7 @@ def resolve_bvh(name: str | Path) -> Path:
     bundled = available_bvh()
     if str(name) in bundled:
         return bundled[str(name)]
-    raise FileNotFoundError(
+    raise MissingFileError(
         f"BVH file {str(name)!r} not found (neither a file nor a bundled name; bundled: "
         f"{', '.join(bundled)})"
     )
@@ -160,7 +161,7 @@ def load_bvh_sequences(
             continue
         pos, _, sk = read_take(path, fps, mapping, units, frame_rates, character, take.path)
         if skeleton is not None and sk != skeleton:
-            raise ValueError(f"{path}: maps to skeleton {sk.name!r}, not {skeleton.name!r}")
+            raise InputError(f"{path}: maps to skeleton {sk.name!r}, not {skeleton.name!r}")
         seqs.append(MocapSequence(_seq_name(path), pos.float(), fps, take.kind, take.path))
         skeleton = sk
     if skeleton is None:
@@ -193,7 +194,7 @@ def read_npz(path: str | Path) -> tuple[dict, dict | None]:
     path = Path(path)
     data = safe_npz(path)  # object arrays through the restricted unpickler: no code runs
     if "positions_3d" not in data:
-        raise ValueError(f"{path}: no 'positions_3d' array (keys: {sorted(data.keys())})")
+        raise InputError(f"{path}: no 'positions_3d' array (keys: {sorted(data.keys())})")
     p3d = data["positions_3d"].item()
     p2d = data["positions_2d"].item() if "positions_2d" in data else None
     return p3d, p2d
@@ -244,7 +245,7 @@ def _joints_3d(arr3, skeleton: Skeleton, where: str) -> np.ndarray:
     arr3 = np.asarray(arr3, dtype=np.float64)
     J = skeleton.num_joints
     if arr3.ndim not in (3, 4) or arr3.shape[-2:] != (J, 3):
-        raise ValueError(
+        raise InputError(
             f"{where} must have shape (T, {J}, 3) or (C, T, {J}, 3) for skeleton "
             f"{skeleton.name or J}, got {arr3.shape}"
         )
@@ -254,7 +255,7 @@ def _joints_3d(arr3, skeleton: Skeleton, where: str) -> np.ndarray:
 def _world_sequence(name: str, arr3: np.ndarray, up_axis: str, where: str) -> MocapSequence:
     """A world-coordinate entry (no 2D in the file) -> a sequence for virtual cameras."""
     if arr3.ndim == 4:
-        raise ValueError(
+        raise InputError(
             f"{where} is per camera (C, T, J, 3) but there is no positions_2d to go with it"
         )
     if up_axis == "z":
@@ -270,15 +271,15 @@ def _camera_clips(
     try:
         cams2d = p2d[subject][action]
     except (KeyError, TypeError):
-        raise ValueError(f"{path}: positions_2d has no entry [{subject!r}][{action!r}]") from None
+        raise InputError(f"{path}: positions_2d has no entry [{subject!r}][{action!r}]") from None
     if arr3.ndim == 3:
-        raise ValueError(
+        raise InputError(
             f"{path}: positions_3d[{subject!r}][{action!r}] is one world-coordinate array but "
             f"positions_2d has {len(cams2d)} cameras: give per-camera 3D (C, T, J, 3) in "
             "camera coordinates, or drop positions_2d to use virtual cameras"
         )
     if len(cams2d) != arr3.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"{path}: [{subject!r}][{action!r}] has {len(cams2d)} 2D cameras but "
             f"{arr3.shape[0]} 3D cameras"
         )
@@ -286,7 +287,7 @@ def _camera_clips(
     for c, kp in enumerate(cams2d):  # a handful of cameras per entry
         kp = np.asarray(kp, dtype=np.float64)
         if kp.ndim != 3 or kp.shape[1:] != (J, 2):
-            raise ValueError(
+            raise InputError(
                 f"{path}: positions_2d[{subject!r}][{action!r}][{c}] must have shape "
                 f"(T, {J}, 2), got {kp.shape}"
             )
@@ -300,17 +301,17 @@ def _camera_clips(
 
 def _select_entries(p3d: dict, entries: Sequence[str] | None, path: Path) -> list[tuple[str, str]]:
     if not isinstance(p3d, dict):
-        raise ValueError(f"{path}: positions_3d must be a dict of subjects")
+        raise InputError(f"{path}: positions_3d must be a dict of subjects")
     if entries is None:
         return [(s, a) for s in p3d for a in p3d[s]]
     out = []
     for e in entries:
         subject, _, action = str(e).partition("/")
         if subject not in p3d:
-            raise ValueError(f"{path}: unknown subject {subject!r}; subjects: {sorted(p3d)}")
+            raise InputError(f"{path}: unknown subject {subject!r}; subjects: {sorted(p3d)}")
         if action:
             if action not in p3d[subject]:
-                raise ValueError(
+                raise InputError(
                     f"{path}: subject {subject!r} has no action {action!r}; actions: "
                     f"{sorted(p3d[subject])}"
                 )

@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
+
 __all__ = [
     "Take",
     "expand_entries",
@@ -63,7 +65,7 @@ def parse_rules(rules: Sequence[str], key: str, form: str = "glob=value",
     for r in rules:  # a handful of rules
         left, sep, right = str(r).rpartition("=") if last else str(r).partition("=")
         if not sep or not left or not right:
-            raise ValueError(f"{key}: expected {form!r}, got {r!r}")
+            raise InputError(f"{key}: expected {form!r}, got {r!r}")
         out.append((left, right))
     return out
 
@@ -91,9 +93,9 @@ def true_fps(path: str, frame_rates: Sequence[str], header_fps: float) -> float:
     try:
         fps = float(v)
     except ValueError:
-        raise ValueError(f"data.frame_rates: frame rate {v!r} is not a number") from None
+        raise InputError(f"data.frame_rates: frame rate {v!r} is not a number") from None
     if not 0 < fps <= 10_000:
-        raise ValueError(f"data.frame_rates: frame rate must be in (0, 10000], got {fps}")
+        raise InputError(f"data.frame_rates: frame rate must be in (0, 10000], got {fps}")
     return fps
 
 
@@ -110,7 +112,7 @@ def joint_weights(takes: Sequence[str], rules: Sequence[str], names: Sequence[st
     for _, joints in parsed:  # a handful of rules
         unknown = [j for j in joints.split() if j not in index]
         if unknown:
-            raise ValueError(f"data.ignore_joints: unknown joints {unknown}; the skeleton's: "
+            raise InputError(f"data.ignore_joints: unknown joints {unknown}; the skeleton's: "
                              f"{' '.join(names)}")  # fmt: skip
     w = torch.ones(len(takes), len(names))
     for i, take in enumerate(takes):  # a loop over the takes
@@ -132,7 +134,7 @@ def expand_entries(entries: Sequence[str | Path], kinds: Sequence[str] = ()) -> 
         if glob.has_magic(s):
             paths = sorted(glob.glob(s, recursive=True))
             if not paths:
-                raise FileNotFoundError(f"no file matches the pattern {s!r}")
+                raise MissingFileError(f"no file matches the pattern {s!r}")
         else:
             paths = [s]
         for p in paths:

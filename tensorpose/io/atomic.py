@@ -34,6 +34,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+try:
+    from ..errors import InputError
+except ImportError:  # loaded by its file name, outside the package (tests/io/test_atomic.py)
+    InputError = ValueError
+
 __all__ = [
     "LOCK_NAME",
     "FolderInUseError",
@@ -50,7 +55,7 @@ JOURNAL = ".commit.json"
 OLD = ".old"
 
 
-class FolderInUseError(ValueError):
+class FolderInUseError(InputError):
     """Another live process holds the folder's lock; the message names it and the way out."""
 
 
@@ -161,7 +166,7 @@ def check_outside_inputs(
         i = Path(given).resolve()
         if o == i or i in o.parents or o in i.parents:
             how = "is" if o == i else "is inside" if i in o.parents else "contains"
-            raise ValueError(
+            raise InputError(
                 f"{flag} {out} {how} the input {given}: the input would be overwritten or "
                 "removed; choose another output"
             )
@@ -281,7 +286,7 @@ class OutputFolder:
                 raise ValueError(f"output name must be one file or folder name, got {n!r}")
         check_outside_inputs(self.out_dir, inputs, flag)
         if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise ValueError(f"{flag} {self.out_dir}: exists and is not a folder")
+            raise InputError(f"{flag} {self.out_dir}: exists and is not a folder")
         self.overwrite, self.flag, self.whole_folder = overwrite, flag, whole_folder
         self._check_existing()
         self.staging: Path | None = None
@@ -300,14 +305,19 @@ class OutputFolder:
             if any(not p.name.startswith(ours) for p in self.out_dir.iterdir()):
                 hits = [self.out_dir]
         if hits:
-            raise ValueError(
+            raise InputError(
                 f"{hits[0]} exists: pass --overwrite to replace the outputs, or choose "
                 f"another {self.flag}"
             )
 
     def __enter__(self) -> OutputFolder:
         self.created = not self.out_dir.exists()  # removed again if nothing gets committed
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # no permission, a path through a file, a read-only or full disk
+            raise InputError(
+                f"{self.flag} {self.out_dir}: cannot create the folder: {e.strerror or e}"
+            ) from e
         self.lock = FolderLock(self.out_dir, self.say).acquire()
         try:
             recover_staging(self.out_dir)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..ops.kinematics import forward_kinematics
 from ..ops.rotations import euler_to_matrix
 from ..skeleton import Skeleton
@@ -49,7 +50,7 @@ MAX_BVH_BYTES = 1 << 30
 """Largest BVH file read (1 GiB)."""
 
 
-class BVHError(ValueError):
+class BVHError(InputError):
     """A BVH file could not be parsed; the message names the file and the line."""
 
 
@@ -398,6 +399,8 @@ def load_bvh(path: str | os.PathLike) -> Motion:
     except UnicodeDecodeError as e:
         line = _line_of(path, e.start)
         raise BVHError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:  # no permission, an I/O error of the disk
+        raise BVHError(f"{path}: cannot read the BVH file: {e.strerror or e}") from None
     return parse_bvh(text, path)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..skeleton import Skeleton
 
 Motion = Any
@@ -99,7 +100,7 @@ class Mapping:
         for t, tname in enumerate(target.names):
             srcs = self.joints.get(tname)
             if not srcs:
-                raise ValueError(f"mapping {self.name!r} gives no source for joint {tname!r}")
+                raise InputError(f"mapping {self.name!r} gives no source for joint {tname!r}")
             for s in srcs:
                 if s not in lookup:
                     missing.append(s)
@@ -107,7 +108,7 @@ class Mapping:
                     W[t, lookup[s]] = 1.0 / len(srcs)
         if missing:
             where = f" in {path}" if path else ""
-            raise ValueError(
+            raise InputError(
                 f"mapping {self.name!r} needs joints {sorted(set(missing))} not found{where}"
             )
         return W
@@ -223,7 +224,7 @@ MAPPINGS: dict[str, Mapping] = {
 
 def get_mapping(name: str) -> Mapping:
     if name not in MAPPINGS:
-        raise ValueError(f"unknown mapping {name!r}; known: {', '.join(sorted(MAPPINGS))}")
+        raise InputError(f"unknown mapping {name!r}; known: {', '.join(sorted(MAPPINGS))}")
     return MAPPINGS[name]
 
 
@@ -235,7 +236,7 @@ def detect_mapping(names: Sequence[str], path: str = "") -> str:
         if m.sources() <= have:
             return key
     where = f" for {path}" if path else ""
-    raise ValueError(
+    raise InputError(
         f"no shipped mapping fits the joint names{where}; known: {', '.join(sorted(MAPPINGS))}. "
         "Pass a tensorpose.io.bvh.Mapping of your own."
     )
@@ -267,7 +268,7 @@ def resolve_units(motion: Motion, mapping: Mapping, units: str = "") -> float:
     """
     if units:
         if units not in UNITS:
-            raise ValueError(f"--units must be one of {', '.join(UNITS)}, got {units!r}")
+            raise InputError(f"--units must be one of {', '.join(UNITS)}, got {units!r}")
         return UNITS[units]
     h = standing_height(motion, mapping)
     lo, hi = HEIGHT_RANGE_M
@@ -275,7 +276,7 @@ def resolve_units(motion: Motion, mapping: Mapping, units: str = "") -> float:
     if len(fits) == 1:
         return UNITS[fits[0]]
     tried = ", ".join(f"{h * s:.3g} m in {u}" for u, s in UNITS.items())
-    raise ValueError(
+    raise InputError(
         f"{motion.path}: cannot tell the length unit from the skeleton's standing height "
         f"({tried}; a person is {lo}-{hi} m): pass --units ({'|'.join(UNITS)})"
     )

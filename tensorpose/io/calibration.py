@@ -52,6 +52,7 @@ from xml.parsers import expat
 
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..ops.rotations import axis_angle_to_matrix, matrix_to_axis_angle
 from .calibration_checks import DIST_NAMES, check_cameras
 from .files import check_regular_file, read_bytes
@@ -76,7 +77,7 @@ MAX_CALIBRATION_BYTES = 16 << 20
 """Largest calibration file read (16 MiB; real ones are a few KiB)."""
 
 
-class CalibrationError(ValueError):
+class CalibrationError(InputError):
     """A calibration file could not be read; the message names the file and the camera/key."""
 
 
@@ -491,7 +492,7 @@ def load_calibration(path: str | os.PathLike, binning_factor: int = 1) -> Calibr
     try:  # a folder, FIFO or device is refused before its name is looked at
         check_regular_file(path, MAX_CALIBRATION_BYTES, "calibration file")
     except FileNotFoundError:
-        raise FileNotFoundError(f"calibration file not found: {path}") from None
+        raise MissingFileError(f"calibration file not found: {path}") from None
     except ValueError as e:
         raise CalibrationError(str(e)) from None
     name = path.name.lower()
@@ -535,7 +536,7 @@ def write_toml(calibration: Calibration, path: str | os.PathLike) -> Path:
     """
     path = Path(path)
     if "metadata" in calibration.names:
-        raise ValueError("a camera named 'metadata' collides with the [metadata] table")
+        raise InputError("a camera named 'metadata' collides with the [metadata] table")
     cal = calibration.to("cpu", torch.float64)
     rvec = cal.rvec.tolist()
     lines = []

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from ..errors import InputError
+
 __all__ = [
     "FOCAL_PX",
     "MAX_DISTORTION",
@@ -82,7 +84,7 @@ def check_cameras(
     """
     C = len(names)
     if C == 0:
-        raise ValueError(f"{where}: no camera")
+        raise InputError(f"{where}: no camera")
     keys = {**KEYS, **(keys or {})}
     labels = list(labels) if labels is not None else [f"camera {n!r}:" for n in names]
     f64 = torch.float64
@@ -131,7 +133,7 @@ def check_cameras(
     row = int(bad.any(-1).nonzero()[0, 0])
     c = int(bad[row].nonzero()[0, 0])
     key, why = checks[row][1](c)
-    raise ValueError(f"{where}: {labels[c]} {key}: {why}")
+    raise InputError(f"{where}: {labels[c]} {key}: {why}")
 
 
 def _duplicates(R: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

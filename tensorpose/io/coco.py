@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError, MissingFileError
 from .files import read_bytes, read_text
 
 __all__ = [
@@ -64,7 +65,7 @@ MAX_JSON_BYTES = 1 << 30
 """Largest COCO annotation, results or detections file read (1 GiB)."""
 
 
-class CocoError(ValueError):
+class CocoError(InputError):
     """A COCO file could not be used; the message names the file and the field or record."""
 
 
@@ -237,7 +238,7 @@ def image_folder(path: str | Path, images: str | Path | None = None) -> Path:
     if images is not None:
         images = Path(images)
         if not images.is_dir():
-            raise FileNotFoundError(f"images folder not found: {images}")
+            raise MissingFileError(f"images folder not found: {images}")
         return images
     here = Path(path).parent
     split = Path(path).stem.rpartition("_")[2]
@@ -519,7 +520,7 @@ def load_coco_keypoints(
             ``num_keypoints``; with ``strict``, any bad record.
     """
     if not isinstance(min_keypoints, int) or min_keypoints < 0:
-        raise ValueError(f"min_keypoints must be an integer >= 0, got {min_keypoints!r}")
+        raise InputError(f"min_keypoints must be an integer >= 0, got {min_keypoints!r}")
     if image_root is not None:
         if images is not None and Path(images) != Path(image_root):
             raise TypeError("pass the image folder as images= or image_root=, not both")
@@ -652,13 +653,13 @@ def load_detections(
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except RecursionError:
-        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
+        raise InputError(f"{path}: not valid JSON (nested too deeply)") from None
     names: dict[str, int] = {}
     if isinstance(data, dict):
         if not isinstance(data.get("annotations"), list):
-            raise ValueError(
+            raise InputError(
                 f"{path}: expected a list of detections or a COCO file with 'annotations'"
             )
         for im in data.get("images", []) or []:
@@ -668,20 +669,20 @@ def load_detections(
     elif isinstance(data, list):
         entries = data
     else:
-        raise ValueError(f"{path}: expected a list of detections or a COCO file with 'annotations'")
+        raise InputError(f"{path}: expected a list of detections or a COCO file with 'annotations'")
     dets: dict[int, list] = {}
     for i, d in enumerate(entries):
         if not isinstance(d, dict):
-            raise ValueError(f"{path}: entry {i} is not an object")
+            raise InputError(f"{path}: entry {i} is not an object")
         if d.get("category_id", category_id) != category_id:
             continue
         iid, box, score = d.get("image_id"), d.get("bbox"), d.get("score", 1.0)
         if not isinstance(iid, int) or isinstance(iid, bool):
-            raise ValueError(f"{path}: entry {i} has no integer 'image_id' (got {iid!r})")
+            raise InputError(f"{path}: entry {i} has no integer 'image_id' (got {iid!r})")
         if not (isinstance(box, list) and len(box) == 4 and all(_num(v) for v in box)):
-            raise ValueError(f"{path}: entry {i} 'bbox' must be 4 numbers x, y, w, h, got {box!r}")
+            raise InputError(f"{path}: entry {i} 'bbox' must be 4 numbers x, y, w, h, got {box!r}")
         if not _num(score):
-            raise ValueError(f"{path}: entry {i} 'score' must be a number, got {score!r}")
+            raise InputError(f"{path}: entry {i} 'score' must be a number, got {score!r}")
         if box[2] > 0 and box[3] > 0:
             dets.setdefault(iid, []).append([*box, score])
     return {k: np.asarray(v, np.float64).reshape(-1, 5) for k, v in dets.items()}, names

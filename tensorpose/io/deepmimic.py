@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..ops.kinematics import forward_kinematics
 from ..skeleton import Skeleton, get_skeleton
 from .files import check_regular_file
@@ -152,9 +153,11 @@ def _read_json(path: str | os.PathLike, what: str) -> dict:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a DeepMimic {what} (JSON): {e}") from None
+        raise InputError(f"{path}: not a DeepMimic {what} (JSON): {e}") from None
+    except OSError as e:  # no permission, an I/O error of the disk
+        raise InputError(f"{path}: cannot read the DeepMimic {what}: {e.strerror or e}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a DeepMimic {what}: expected a JSON object")
+        raise InputError(f"{path}: not a DeepMimic {what}: expected a JSON object")
     return data
 
 
@@ -170,17 +173,17 @@ def load_character(path: str | os.PathLike) -> DeepMimicCharacter:
             for j in joints
         ]  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{path}: Skeleton.Joints entry lacks or mistypes {e}") from None
+        raise InputError(f"{path}: Skeleton.Joints entry lacks or mistypes {e}") from None
     for i, (name, parent, kind, _, theta) in enumerate(rows):
         if kind not in DOFS or (kind == "none") != (i == 0):
-            raise ValueError(
+            raise InputError(
                 f"{path}: joint {name!r} has type {kind!r}; read: root 'none' first, then "
                 "'spherical', 'revolute', 'fixed'"
             )
         if not (-1 <= parent < i) or (parent == -1) != (i == 0):
-            raise ValueError(f"{path}: joint {name!r} has parent {parent}, not an earlier joint")
+            raise InputError(f"{path}: joint {name!r} has parent {parent}, not an earlier joint")
         if any(theta):
-            raise ValueError(f"{path}: joint {name!r} has a non-zero AttachTheta (not read)")
+            raise InputError(f"{path}: joint {name!r} has a non-zero AttachTheta (not read)")
     return DeepMimicCharacter(
         str(path), tuple(r[0] for r in rows), tuple(r[1] for r in rows),
         tuple(r[2] for r in rows), np.array([r[3] for r in rows], np.float64),
@@ -194,7 +197,7 @@ def find_character(motion_path: str | os.PathLike) -> Path:
         c = folder / "characters" / "humanoid3d.txt"
         if c.is_file():
             return c
-    raise ValueError(
+    raise InputError(
         f"{motion_path}: no characters/humanoid3d.txt found next to it or above: give the "
         "character file (data.character)"
     )
@@ -211,17 +214,17 @@ def load_deepmimic(
     try:
         arr = np.asarray(frames, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{path}: Frames must be rows of {n} numbers") from None
+        raise InputError(f"{path}: Frames must be rows of {n} numbers") from None
     if arr.ndim != 2 or arr.shape[1] != n or len(arr) < 1:
-        raise ValueError(
+        raise InputError(
             f"{path}: Frames must be rows of {n} numbers for {Path(character.path).name}, got "
             f"shape {arr.shape}"
         )
     if not np.isfinite(arr).all():
-        raise ValueError(f"{path}: Frames hold a non-finite number")
+        raise InputError(f"{path}: Frames hold a non-finite number")
     dt = arr[:, 0]
     if (dt[:-1] <= 0).any() or dt[-1] < 0:
-        raise ValueError(f"{path}: every frame duration but the last must be positive")
+        raise InputError(f"{path}: every frame duration but the last must be positive")
     times = np.concatenate([[0.0], np.cumsum(dt[:-1])])
     return DeepMimicMotion(str(path), character, times, arr[:, 1:4], arr[:, 4:8], arr[:, 8:])
 
@@ -252,7 +255,7 @@ def deepmimic_to_h36m17(motion: DeepMimicMotion) -> tuple[torch.Tensor, Skeleton
     names = list(motion.character.names) + list(EXTRA_POINTS)
     missing = sorted(set(H36M17_FROM_DEEPMIMIC.values()) - set(names))
     if missing:
-        raise ValueError(f"{motion.character.path}: no joints {missing} (need humanoid3d's)")
+        raise InputError(f"{motion.character.path}: no joints {missing} (need humanoid3d's)")
     pos = motion.positions(extra=EXTRA_POINTS)
     sk = get_skeleton("h36m17")
     idx = torch.tensor([names.index(H36M17_FROM_DEEPMIMIC[n]) for n in sk.names])

@@ -9,6 +9,8 @@ import re
 import stat
 from pathlib import Path
 
+from ..errors import InputError, MissingFileError
+
 __all__ = [
     "MAX_FILE_BYTES",
     "check_regular_file",
@@ -37,22 +39,26 @@ def check_regular_file(
     """``path`` if it is a regular file (after following symlinks) of at most ``max_bytes``.
 
     Raises:
-        FileNotFoundError: no such file.
-        ValueError: a folder, FIFO, socket or device, or a file over the limit (named).
+        MissingFileError: no such file (an :class:`~tensorpose.errors.InputError` and a
+            ``FileNotFoundError``).
+        InputError: a folder, FIFO, socket or device, a file over the limit, or one that cannot
+            be read (permission denied...), each named.
     """
     path = Path(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such {what}") from None
+        raise MissingFileError(f"{path}: no such {what}") from None
+    except OSError as e:  # a path through a file, a link loop, no permission to look
+        raise InputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise ValueError(f"{path}: is a folder, expected a {what}")
+        raise InputError(f"{path}: is a folder, expected a {what}")
     if not stat.S_ISREG(st.st_mode):
-        raise ValueError(
+        raise InputError(
             f"{path}: not a regular file (a pipe, socket or device), expected a {what}"
         )
     if st.st_size > max_bytes:
-        raise ValueError(
+        raise InputError(
             f"{path}: {_size(st.st_size)}, over the {_size(max_bytes)} limit for a {what}"
         )
     return path
@@ -63,10 +69,15 @@ def read_bytes(
 ) -> bytes:
     """The bytes of a regular file of at most ``max_bytes`` (see :func:`check_regular_file`)."""
     path = check_regular_file(path, max_bytes, what)
-    with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: no such {what}") from None
+    except OSError as e:  # no permission, an I/O error of the disk
+        raise InputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
     if len(data) > max_bytes:  # grew while being read
-        raise ValueError(f"{path}: over the {_size(max_bytes)} limit for a {what}")
+        raise InputError(f"{path}: over the {_size(max_bytes)} limit for a {what}")
     return data
 
 
@@ -74,13 +85,13 @@ def read_text(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES, what: st
     """The UTF-8 text of a regular file of at most ``max_bytes``.
 
     Raises:
-        ValueError: not UTF-8 text (named), and as :func:`read_bytes`.
+        InputError: not UTF-8 text (named), and as :func:`read_bytes`.
     """
     data = read_bytes(path, max_bytes, what)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def read_regular(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from .files import read_text
 
 __all__ = ["TRC", "TRCError", "read_trc", "write_csv", "write_npz", "write_trc"]
@@ -43,7 +44,7 @@ ROWS_PER_BLOCK = 1000
 """Frames formatted and written at a time."""
 
 
-class TRCError(ValueError):
+class TRCError(InputError):
     """A ``.trc`` file could not be read; the message names the file and the line."""
 
 

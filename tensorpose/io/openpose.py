@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, layout_from_evidence, split_evidence
 from ..ops.assignment import linear_assignment
 from .files import _size, list_files, read_bytes, read_regular
@@ -87,7 +88,7 @@ MAX_TRACKS_BYTES = 2 << 30
 """Largest linked-tracks array ``(T, P, K, 3)`` float64 (2 GiB)."""
 
 
-class OpenPoseError(ValueError):
+class OpenPoseError(InputError):
     """An OpenPose folder or file could not be read; the message names the file."""
 
 
@@ -119,7 +120,7 @@ def openpose_folders(path: str | os.PathLike) -> list[Path]:
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"OpenPose folder not found: {path}")
+        raise MissingFileError(f"OpenPose folder not found: {path}")
     if not path.is_dir():
         raise OpenPoseError(f"{path}: is a file, expected a folder of per-frame OpenPose JSON")
     if frame_files(path):
@@ -375,7 +376,7 @@ def read_openpose_detections(
     while reading folders of 300 files or more."""
     folder = Path(folder)
     if not folder.exists():
-        raise FileNotFoundError(f"OpenPose folder not found: {folder}")
+        raise MissingFileError(f"OpenPose folder not found: {folder}")
     if not folder.is_dir():
         raise OpenPoseError(f"{folder}: is a file, expected a folder of per-frame OpenPose JSON")
     files = frame_files(folder)
@@ -498,7 +499,7 @@ def _scatter(flat: torch.Tensor, counts: list[int], track_ids: torch.Tensor, n_t
     T, K = len(counts), flat.shape[1]
     need = T * n_tracks * K * 3 * 8
     if need > MAX_TRACKS_BYTES:
-        raise ValueError(
+        raise InputError(
             f"{n_tracks} tracks over {T} frames need {need / 2**30:.1f} GiB as (T, P, K, 3) "
             f"float64, over the {_size(MAX_TRACKS_BYTES)} limit for linked tracks; read "
             "shorter pieces of the recording, or pass a max_distance that links more people"

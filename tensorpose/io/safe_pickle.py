@@ -44,6 +44,8 @@ from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 
+from ..errors import InputError, MissingFileError
+
 __all__ = [
     "RANDOM_STATE_GLOBALS",
     "RestrictedUnpickler",
@@ -55,7 +57,7 @@ __all__ = [
 _MAX_HEADER = 1 << 20  # .npy header bytes accepted (numpy's own limit is 10000 without pickles)
 
 
-class UnsafePickleError(ValueError):
+class UnsafePickleError(InputError):
     """A pickle asked for something outside the allowlist; the message names the file and the
     refused global (or state)."""
 
@@ -509,7 +511,7 @@ def _load(fn: Callable[[], Any], source: str) -> Any:
     except (UnsafePickleError, FileNotFoundError):
         raise
     except Exception as e:  # malformed input raises anything from EOFError to RecursionError
-        raise ValueError(
+        raise InputError(
             f"{source}: damaged, or not a file of this kind (its data stream does not decode: "
             f"{type(e).__name__} {e})"
         ) from None
@@ -589,9 +591,9 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray | Any]:
     try:
         zf = zipfile.ZipFile(path)
     except FileNotFoundError:
-        raise
+        raise MissingFileError(f"{path}: no such file") from None
     except Exception as e:
-        raise ValueError(f"{path}: not a readable .npz (zip) file: {e}") from None
+        raise InputError(f"{path}: not a readable .npz (zip) file: {e}") from None
     out: dict[str, Any] = {}
     with zf:
         for info in zf.infolist():

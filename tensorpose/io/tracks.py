@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..layouts import COCO17_INDEX, LAYOUTS, check_layout, detect_layout, to_h36m17
 from .files import MAX_FILE_BYTES, check_regular_file, read_text
 from .openpose import (
@@ -145,7 +146,7 @@ class Tracks:
     def to_coco17(self) -> torch.Tensor:
         """``(T, P, 17, 3)`` in the order of ``tensorpose.skeleton.coco17()``."""
         if self.layout not in COCO17_INDEX:
-            raise ValueError(f"layout {self.layout} does not contain the 17 COCO keypoints")
+            raise InputError(f"layout {self.layout} does not contain the 17 COCO keypoints")
         return self.keypoints[:, :, COCO17_INDEX[self.layout]]
 
     def to_h36m17(self) -> torch.Tensor:
@@ -188,9 +189,9 @@ def _read_coco_results(path: Path) -> list[np.ndarray]:
     try:
         data = json.loads(read_text(path, MAX_JSON_BYTES, "COCO results file"))
     except RecursionError:
-        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
+        raise InputError(f"{path}: not valid JSON (nested too deeply)") from None
     except ValueError as e:
-        raise ValueError(f"{path}: not a JSON file: {e}") from None
+        raise InputError(f"{path}: not a JSON file: {e}") from None
     if isinstance(data, dict) and "annotations" not in data:
         raise OpenPoseError(
             f"{path}: is a file, expected a folder of per-frame OpenPose JSON or a COCO results "
@@ -199,25 +200,25 @@ def _read_coco_results(path: Path) -> list[np.ndarray]:
     if isinstance(data, dict):
         data = data["annotations"]
     if not isinstance(data, list) or not data:
-        raise ValueError(f"{path}: expected a non-empty list of {{image_id, keypoints, score}}")
+        raise InputError(f"{path}: expected a non-empty list of {{image_id, keypoints, score}}")
     per_image: dict[int, list[np.ndarray]] = {}
     K = None
     for i, r in enumerate(data):
         kp = r.get("keypoints") if isinstance(r, dict) else None
         iid = r.get("image_id") if isinstance(r, dict) else None
         if not isinstance(iid, int) or isinstance(iid, bool) or not isinstance(kp, list):
-            raise ValueError(f"{path}: entry {i} needs an integer image_id and a keypoints list")
+            raise InputError(f"{path}: entry {i} needs an integer image_id and a keypoints list")
         if not kp or len(kp) % 3 or (K is not None and len(kp) != 3 * K):
             want = f"{3 * K}" if K is not None else "a multiple of 3"
-            raise ValueError(f"{path}: entry {i} has {len(kp)} keypoint values, expected {want}")
+            raise InputError(f"{path}: entry {i} has {len(kp)} keypoint values, expected {want}")
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in kp):
-            raise ValueError(f"{path}: entry {i}: keypoints are not all numbers")
+            raise InputError(f"{path}: entry {i}: keypoints are not all numbers")
         try:
             arr = np.asarray(kp, dtype=np.float64).reshape(-1, 3)
         except OverflowError:
-            raise ValueError(f"{path}: entry {i}: a keypoint value is too large") from None
+            raise InputError(f"{path}: entry {i}: a keypoint value is too large") from None
         if not np.isfinite(arr).all():
-            raise ValueError(f"{path}: entry {i}: keypoints are not all finite")
+            raise InputError(f"{path}: entry {i}: keypoints are not all finite")
         K = arr.shape[0]
         per_image.setdefault(iid, []).append(arr)
     return [np.stack(per_image[k]) for k in sorted(per_image)]
@@ -231,12 +232,12 @@ def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
     try:
         zf = zipfile.ZipFile(path)
     except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
-        raise ValueError(f"{path}: not a readable .npz file: {e}") from None
+        raise InputError(f"{path}: not a readable .npz file: {e}") from None
     out = {}
     with zf:
         members = {i.filename[:-4]: i for i in zf.infolist() if i.filename.endswith(".npy")}
         if "keypoints" not in members:
-            raise ValueError(f"{path}: no 'keypoints' array (has {sorted(members)})")
+            raise InputError(f"{path}: no 'keypoints' array (has {sorted(members)})")
         for key in (k for k in _NPZ_KEYS if k in members):  # four names, not data
             try:
                 with zf.open(members[key]) as f:
@@ -249,17 +250,17 @@ def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
                 SyntaxError,
                 RecursionError,
             ) as e:
-                raise ValueError(
+                raise InputError(
                     f"{path}: array {key!r}: not a readable .npy header: {e}"
                 ) from None
             if dtype.kind not in "iuf":
                 what = {"c": "complex", "b": "boolean", "O": "object"}.get(dtype.kind, str(dtype))
-                raise ValueError(
+                raise InputError(
                     f"{path}: array {key!r} holds {what} values ({dtype}), expected real numbers"
                 )
             need = math.prod(shape) * dtype.itemsize
             if need > MAX_NPZ_ARRAY_BYTES:
-                raise ValueError(
+                raise InputError(
                     f"{path}: array {key!r} of shape {tuple(shape)} ({dtype}) needs "
                     f"{need / 2**30:.1f} GiB, over the {MAX_NPZ_ARRAY_BYTES >> 30} GiB limit for "
                     "an array of a keypoints .npz"
@@ -270,7 +271,7 @@ def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
                         f, allow_pickle=False, max_header_size=_MAX_HEADER
                     )
             except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
-                raise ValueError(f"{path}: array {key!r}: cannot read it: {e}") from None
+                raise InputError(f"{path}: array {key!r}: cannot read it: {e}") from None
     return out
 
 
@@ -281,9 +282,9 @@ def _read_npz(path: Path) -> tuple[np.ndarray, float | None, tuple[int, int] | N
         fps = float(z["fps"]) if "fps" in z else None
         size = (int(z["width"]), int(z["height"])) if {"width", "height"} <= set(z) else None
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{path}: cannot read its arrays: {e}") from None
+        raise InputError(f"{path}: cannot read its arrays: {e}") from None
     if kp.ndim != 3 or kp.shape[-1] not in (2, 3) or kp.shape[0] == 0:
-        raise ValueError(f"{path}: keypoints must have shape (T, K, 2|3), got {kp.shape}")
+        raise InputError(f"{path}: keypoints must have shape (T, K, 2|3), got {kp.shape}")
     if kp.shape[-1] == 2:
         kp = np.concatenate([kp, np.isfinite(kp).all(-1, keepdims=True).astype(np.float64)], -1)
     return kp, fps, size
@@ -297,7 +298,7 @@ def _layout_of(kp: torch.Tensor, layout: str | None, source: Path) -> tuple[str,
     try:
         return detect_layout(kp.nan_to_num(0.0))
     except ValueError as e:
-        raise ValueError(f"{source}: {e}") from None
+        raise InputError(f"{source}: {e}") from None
 
 
 def read_detections(
@@ -316,7 +317,7 @@ def read_detections(
     """
     src = Path(path)
     if not src.exists():
-        raise FileNotFoundError(f"input not found: {src}")
+        raise MissingFileError(f"input not found: {src}")
     if layout is not None:
         check_layout(layout)
     if src.is_dir():
@@ -369,7 +370,7 @@ def read_tracks(
         ValueError: a bad argument; a malformed file (see :func:`read_detections`).
     """
     if not 0 <= min_confidence <= 1:
-        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        raise InputError(f"min_confidence must be in [0, 1], got {min_confidence}")
     det = read_detections(path, layout, progress)
     dropped = retired = 0
     if det.kind == "npz":  # one person, as stored
@@ -397,7 +398,7 @@ def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
     seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
     counts = [int(n) for n in seen.any(-1).sum(0)]
     if not counts:
-        raise ValueError(f"{source}: no person in any frame")
+        raise InputError(f"{source}: no person in any frame")
     if person is None:
         whole = torch.isfinite(to_h36m17(tracks, layout)[..., :2]).all(-1).all(-1)  # (T, P)
         covered = whole.sum(0).tolist()
@@ -405,7 +406,7 @@ def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
         best = max(range(len(counts)), key=lambda p: (covered[p], keypoints[p], -p))
         return best, counts
     if not 0 <= person < len(counts):
-        raise ValueError(
+        raise InputError(
             f"--person {person}: {source} has {len(counts)} track(s) (0..{len(counts) - 1}; "
             f"frames present: {', '.join(map(str, counts))})"
         )
@@ -441,7 +442,7 @@ def read_person(
     src = Path(path)
     tracks = read_tracks(src, layout, min_confidence, progress=progress)
     if tracks.kind == "npz" and person not in (None, 0):
-        raise ValueError(f"--person {person}: {src} holds one person (track 0)")
+        raise InputError(f"--person {person}: {src} holds one person (track 0)")
     p, _ = _pick_person(tracks.keypoints, tracks.layout, person, src)
     counts = [int(n) for n in torch.isfinite(tracks.raw[..., :2]).all(-1).any(-1).sum(0)]
     return Keypoints2D(tracks.raw[:, p].clone(), tracks.layout, tracks.layout_reason,

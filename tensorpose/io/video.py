@@ -20,6 +20,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..errors import InputError, MissingFileError
 from .files import read_bytes
 
 # FFmpeg's own log lines (e.g. "moov atom not found") would print beside tensorpose's one-line
@@ -88,7 +89,7 @@ def image_header_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-class ImageReadError(ValueError):
+class ImageReadError(InputError):
     """An image file exists but cannot be decoded (corrupt, truncated or not an image)."""
 
 
@@ -134,7 +135,7 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
     if path.is_dir():
         raise ImageReadError(f"{path}: is a directory, not an image file")
     if not path.exists():
-        raise FileNotFoundError(f"{path}: image file not found")
+        raise MissingFileError(f"{path}: image file not found")
     data = np.frombuffer(read_bytes(path, MAX_IMAGE_BYTES, "image file"), np.uint8)
     size = image_header_size(data)
     if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
@@ -184,7 +185,7 @@ def list_images(folder: str | Path) -> list[Path]:
         p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
     )
     if not files:
-        raise ValueError(
+        raise InputError(
             f"{folder}: no image files in this folder (looked for {', '.join(IMAGE_EXTENSIONS)})"
         )
     return files
@@ -211,13 +212,13 @@ def open_video(path: str | Path) -> cv2.VideoCapture:
     """
     path = Path(path)
     if not path.is_file():
-        raise (FileNotFoundError if not path.exists() else ValueError)(
+        raise (MissingFileError if not path.exists() else InputError)(
             f"{path}: no such video file" if not path.exists() else f"{path}: not a video file"
         )
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
         cap.release()
-        raise ValueError(
+        raise InputError(
             f"{path}: cannot open the video: it cannot be decoded (truncated, corrupt, unknown "
             "codec or not a video)"
         )
@@ -235,7 +236,7 @@ def video_info(path: str | Path) -> tuple[int, float, tuple[int, int]]:
     try:
         ok, img = cap.read()
         if not ok or img is None:
-            raise ValueError(f"{path}: cannot be decoded (unknown codec or not a video)")
+            raise InputError(f"{path}: cannot be decoded (unknown codec or not a video)")
         return int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), cap.get(cv2.CAP_PROP_FPS), img.shape[1::-1]
     finally:
         cap.release()
@@ -259,7 +260,7 @@ def iter_video(path: str | Path, frames: int | None = None) -> Iterator[np.ndarr
     finally:
         cap.release()
     if frames is not None and t < frames:
-        raise ValueError(f"--video {path} ended after {t} frames, expected {frames}")
+        raise InputError(f"--video {path} ended after {t} frames, expected {frames}")
 
 
 def _ids_for(names: list[str], mapping: dict[str, int] | None) -> list[int]:
@@ -333,9 +334,9 @@ def _video_batches(path: Path, batch_size: int,
     finally:
         cap.release()
     if t == 0:
-        raise ValueError(f"{path}: no frame could be decoded (truncated, corrupt or empty video)")
+        raise InputError(f"{path}: no frame could be decoded (truncated, corrupt or empty video)")
     if declared > 0 and t < declared:
-        raise ValueError(
+        raise InputError(
             f"{path}: decoded {t} of the {declared} frames its header declares (truncated or "
             "corrupt video)"
         )
@@ -387,13 +388,13 @@ def iter_frames(
         return
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such image, folder or video")
+        raise MissingFileError(f"{path}: no such image, folder or video")
     suffix = path.suffix.lower()
     if path.is_dir() or suffix in IMAGE_EXTENSIONS:
         yield from _image_batches(path, batch_size, image_ids)
         return
     if suffix not in VIDEO_EXTENSIONS:
-        raise ValueError(
+        raise InputError(
             f"{path}: not an image ({', '.join(IMAGE_EXTENSIONS)}) or video "
             f"({', '.join(VIDEO_EXTENSIONS)}) file"
         )
@@ -456,7 +457,7 @@ class VideoWriter:
             self.writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter_fourcc(*"mp4v"),
                                           self.fps, (w, h))  # fmt: skip
             if not self.writer.isOpened():
-                raise ValueError(f"{self.path}: cannot write an mp4v video here")
+                raise InputError(f"{self.path}: cannot write an mp4v video here")
             return
         cmd = [self.exe, "-y", "-hide_banner", "-loglevel", "error", "-f", "rawvideo",
                "-pix_fmt", "bgr24", "-s", f"{w}x{h}", "-r", f"{self.fps:.6g}", "-i", "-",
@@ -476,7 +477,7 @@ class VideoWriter:
             self.size = (w, h)
             self._open(w + w % 2, h + h % 2)
         elif (w, h) != self.size:
-            raise ValueError(f"{self.path}: frame {self.frames} is {w}x{h}, the first was "
+            raise InputError(f"{self.path}: frame {self.frames} is {w}x{h}, the first was "
                              f"{self.size[0]}x{self.size[1]}")  # fmt: skip
         if w % 2 or h % 2:
             frame = cv2.copyMakeBorder(frame, 0, h % 2, 0, w % 2, cv2.BORDER_CONSTANT, value=0)
@@ -486,7 +487,7 @@ class VideoWriter:
             try:
                 self.proc.stdin.write(np.ascontiguousarray(frame).tobytes())
             except (BrokenPipeError, OSError):
-                raise ValueError(f"{self.path}: ffmpeg stopped: {self._ffmpeg_error()}") from None
+                raise InputError(f"{self.path}: ffmpeg stopped: {self._ffmpeg_error()}") from None
         self.frames += 1
 
     def _ffmpeg_error(self) -> str:
@@ -510,7 +511,7 @@ class VideoWriter:
                 self.proc = proc
                 why = self._ffmpeg_error()
                 self.abort()
-                raise ValueError(f"{self.path}: ffmpeg could not write the video: {why}")
+                raise InputError(f"{self.path}: ffmpeg could not write the video: {why}")
             self.log.close()
         else:
             return

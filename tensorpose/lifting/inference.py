@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..io.tracks import Keypoints2D
 from ..layouts import COCO17_INDEX, to_h36m17
 from ..ops.gaps import bridge_missing
@@ -66,7 +67,7 @@ def to_model_joints(keypoints: torch.Tensor, layout: str, joints: str) -> torch.
         return to_h36m17(keypoints, layout)
     if joints == "coco17":
         if layout not in COCO17_INDEX:
-            raise ValueError(f"layout {layout} does not contain the 17 COCO keypoints")
+            raise InputError(f"layout {layout} does not contain the 17 COCO keypoints")
         return keypoints[..., COCO17_INDEX[layout], :]
     raise ValueError(f"joints must be 'h36m17' or 'coco17', got {joints!r}")
 
@@ -126,16 +127,16 @@ def load_lifter(
     if checkpoint is None:
         found = bundled_lifters()
         if not found:
-            raise ValueError(
+            raise InputError(
                 f"no bundled lifter in {MODELS_DIR}: pass --checkpoint (a checkpoint.pt of "
                 "`tensorpose train`/`demo`, or a VideoPose3D .bin)"
             )
         checkpoint = found[0]
     path = Path(checkpoint)
     if not path.exists():
-        raise FileNotFoundError(f"--checkpoint {path}: no such file")
+        raise MissingFileError(f"--checkpoint {path}: no such file")
     if not path.is_file():
-        raise ValueError(f"--checkpoint {path}: is a folder or not a regular file, expected a "
+        raise InputError(f"--checkpoint {path}: is a folder or not a regular file, expected a "
                          "lifting checkpoint.pt or a VideoPose3D .bin")  # fmt: skip
     h36m = get_skeleton("h36m17")
     if path.suffix == ".bin":
@@ -143,7 +144,7 @@ def load_lifter(
 
         model = load_videopose3d(path, device)
         if model.joints_out != 17 or model.joints_in != 17 or model.in_features != 2:
-            raise ValueError(
+            raise InputError(
                 f"{path}: VideoPose3D model with {model.joints_in} joints in, "
                 f"{model.joints_out} out, {model.in_features} features; lift takes 17 -> 17 "
                 "joints of x, y"
@@ -158,13 +159,13 @@ def load_lifter(
 
     task, model, cfg, _ = load_model(path, device)
     if "lift" not in task.capabilities:
-        raise ValueError(f"{path}: a {cfg.task!r} checkpoint, lift needs a lifting one")
+        raise InputError(f"{path}: a {cfg.task!r} checkpoint, lift needs a lifting one")
     d = cfg.data
     norm = getattr(d, "normalization", "screen")
     if norm not in ("screen", "intrinsics"):
-        raise ValueError(f"{path}: unknown data.normalization {norm!r}")
+        raise InputError(f"{path}: unknown data.normalization {norm!r}")
     if model.skeleton.names != h36m.names:
-        raise ValueError(f"{path}: lifter of skeleton {model.skeleton}, lift feeds h36m17 joints")
+        raise InputError(f"{path}: lifter of skeleton {model.skeleton}, lift feeds h36m17 joints")
     return Lifter("tensorpose", model, "h36m17", norm, model.skeleton, path)
 
 
@@ -190,7 +191,7 @@ def normalize_input(
 
     if normalization == "screen":
         if size is None:
-            raise ValueError(
+            raise InputError(
                 "this lifter was trained on screen-normalised keypoints and needs the image "
                 "size: pass --size WxH, or --calib FILE --camera NAME"
             )
@@ -199,7 +200,7 @@ def normalize_input(
         raise ValueError(f"normalization must be 'screen' or 'intrinsics', got {normalization!r}")
     if K is None:
         if size is None:
-            raise ValueError(
+            raise InputError(
                 "this lifter takes camera-normalised keypoints and needs the intrinsics or the "
                 "image size: pass --calib FILE --camera NAME, or --size WxH"
             )
@@ -217,7 +218,7 @@ def predict_joints(lifter: Lifter, x: torch.Tensor, flip: bool = False) -> torch
     (x negated about the normalised 0, left/right joints swapped in and out)."""
     x = x.to(lifter.device, torch.float32)
     if not bool(torch.isfinite(x).all()):
-        raise ValueError(
+        raise InputError(
             "the 2D keypoints do not fit in float32 after normalisation (values far outside the "
             "image): check --size or --calib/--camera and the keypoint file"
         )
@@ -270,10 +271,17 @@ def lift_keypoints(
         least one), ``absent_frames`` (frames with no joint at all).
     """
     if not 0 <= min_confidence <= 1:
-        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        raise InputError(f"min_confidence must be in [0, 1], got {min_confidence}")
     j = to_model_joints(kp.keypoints, kp.layout, lifter.joints_in)
     missing = ~(torch.isfinite(j[..., :2]).all(-1) & (j[..., 2] >= min_confidence))
     skel = get_skeleton(lifter.joints_in)
+    never = missing.all(0).nonzero()[:, 0].tolist()  # the input's, not bridge_missing's to say
+    if never:
+        raise InputError(
+            f"joint(s) {', '.join(skel.names[i] for i in never)} missing or below the "
+            "confidence threshold in every frame: nothing to bridge from (lower "
+            "--min-confidence, or check the layout)"
+        )
     px = bridge_missing(j[..., :2], missing, skel.names)
     x = normalize_input(px, lifter.normalization, size, K, dist)
     joints = predict_joints(lifter, x, flip)
@@ -310,7 +318,7 @@ def _reproject(joints, rays, w, lifter: Lifter) -> torch.Tensor:
     from ..ops.camera import fit_to_rays
 
     if tuple(get_skeleton(lifter.joints_in).names) != tuple(lifter.skeleton_out.names):
-        raise ValueError(
+        raise InputError(
             f"--reproject needs a lifter whose input joints are its output joints; this one "
             f"maps {lifter.joints_in} to other joints"
         )

@@ -48,6 +48,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InputError
 from ..io.safe_pickle import RANDOM_STATE_GLOBALS
 from ..io.torch_file import torch_load
 from ..ops.camera import normalize_screen
@@ -81,7 +82,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """
     ckpt = torch_load(path, map_location="cpu", extra_globals=RANDOM_STATE_GLOBALS)
     if not isinstance(ckpt, dict):
-        raise ValueError(
+        raise InputError(
             f"{path}: not a VideoPose3D checkpoint: expected a dict, got {type(ckpt).__name__}"
         )
     return ckpt
@@ -112,9 +113,9 @@ def infer_architecture(
         t = state_dict.get(key)
         if not isinstance(t, torch.Tensor):
             found = "missing" if t is None else f"a {type(t).__name__}"
-            raise ValueError(f"{source}: not a VideoPose3D model: {key!r} is {found}")
+            raise InputError(f"{source}: not a VideoPose3D model: {key!r} is {found}")
         if t.dim() != dims:
-            raise ValueError(
+            raise InputError(
                 f"{source}: not a VideoPose3D model: {key!r} should have {dims} dims, got shape "
                 f"{tuple(t.shape)}"
             )
@@ -122,19 +123,19 @@ def infer_architecture(
 
     channels, in_channels, w0 = shape("expand_conv.weight", 3)
     if in_channels % in_features:
-        raise ValueError(
+        raise InputError(
             f"{source}: expand_conv.weight has {in_channels} input channels, not a multiple of "
             f"in_features={in_features}"
         )
     out_channels = shape("shrink.weight", 3)[0]
     if out_channels % 3:
-        raise ValueError(
+        raise InputError(
             f"{source}: shrink.weight has {out_channels} output channels, not 3 per joint"
         )
     convs = sorted(int(m.group(1)) for k in state_dict if (m := _LAYER.fullmatch(k)))
     blocks = (max(convs) + 2) // 2 if convs else 0
     if convs != list(range(2 * blocks)):
-        raise ValueError(
+        raise InputError(
             f"{source}: not a VideoPose3D model: layers_conv indices {convs} should be 0..2n-1"
         )
     widths = [w0]
@@ -143,14 +144,14 @@ def infer_architecture(
         if dense:
             d = math.prod(widths)
             if (k - 1) % d:
-                raise ValueError(
+                raise InputError(
                     f"{source}: layers_conv.{2 * i}.weight has width {k}, not a dense block at "
                     f"dilation {d}"
                 )
             k = (k - 1) // d + 1
         widths.append(k)
     if any(w % 2 == 0 for w in widths):
-        raise ValueError(f"{source}: filter widths {widths} must be odd")
+        raise InputError(f"{source}: filter widths {widths} must be odd")
     return {
         "joints_in": in_channels // in_features,
         "joints_out": out_channels // 3,
@@ -194,7 +195,7 @@ def load_videopose3d(
     sd = ckpt.get(key)
     if not isinstance(sd, Mapping):
         found = "no" if sd is None else f"a {type(sd).__name__} as"
-        raise ValueError(
+        raise InputError(
             f"{path}: not a VideoPose3D checkpoint: {found} {key!r} state dict (entries: "
             f"{', '.join(map(str, ckpt)) or 'none'})"
         )
@@ -222,7 +223,7 @@ def load_videopose3d(
             )
             if items
         ]
-        raise ValueError(
+        raise InputError(
             f"{source}: does not match a VideoPose3D TemporalModel with {arch}: " + "; ".join(parts)
         )
     full = {**expected, **sd}  # old checkpoints lack BatchNorm's num_batches_tracked

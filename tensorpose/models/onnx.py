@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..ops.heatmap import centernet_decode, decode_heatmaps
 from .deeppose import denormalize_coords
 
@@ -219,7 +220,7 @@ def check_opset(opset: int) -> None:
         or not isinstance(opset, int)
         or not (MIN_OPSET <= opset <= ONNX_MAX_OPSET)
     ):
-        raise ValueError(
+        raise InputError(
             f"--opset must be an integer in {MIN_OPSET}..{ONNX_MAX_OPSET} (the opsets torch's ONNX "
             f"exporter implements), got {opset!r}"
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..ops.butterworth import butterworth, filtfilt
 from ..ops.filters import jitter, kalman_filter, kalman_smoother
 from ..ops.gaps import bridge_missing, fill_gaps
@@ -41,7 +42,7 @@ POSE2SIM_ORDER = [1, 2, 0]
 
 def check_axes(axes: str) -> str:
     if axes not in AXES:
-        raise ValueError(f"--axes must be one of {', '.join(AXES)}, got {axes!r}")
+        raise InputError(f"--axes must be one of {', '.join(AXES)}, got {axes!r}")
     return axes
 
 
@@ -61,7 +62,7 @@ def axes_text(axes: str, calib_name: str) -> str:
 # ------------------------------------------------------------------------------------- fps
 def _check_fps(fps: object, flag: str = "--fps") -> float:
     if not (isinstance(fps, int | float) and math.isfinite(fps) and 0.1 <= fps <= 10_000):
-        raise ValueError(f"{flag} must be a frame rate in 0.1..10000, got {fps!r}")
+        raise InputError(f"{flag} must be a frame rate in 0.1..10000, got {fps!r}")
     return float(fps)
 
 
@@ -115,13 +116,13 @@ def find_fps(tracks_dir: Path, folders: list[Path], fps: float | None,
         if found:
             values = sorted(set(round(v, 3) for v in found.values()))
             if len(values) > 1:
-                raise ValueError(f"the {kind} files next to the tracks disagree on the frame "
+                raise InputError(f"the {kind} files next to the tracks disagree on the frame "
                                  f"rate {found}; pass --fps")  # fmt: skip
             first = next(iter(found))
             return _check_fps(found[first], f"the frame rate of {first}"), f"{kind} {first}"
     if bundled is not None:
         return bundled, "the bundled trial (60 fps)"
-    raise ValueError(f"--fps is needed for the TRC time column: no video in {root}, "
+    raise InputError(f"--fps is needed for the TRC time column: no video in {root}, "
                      f"{root / 'videos'} or {root.parent / 'videos'}, no .npz with an fps key "
                      "next to the tracks and no fps in their JSON")  # fmt: skip
 
@@ -156,18 +157,18 @@ class Filter3D:
 
     def __post_init__(self) -> None:
         if self.method not in FILTERS:
-            raise ValueError(f"--filter must be one of {', '.join(FILTERS)}, got {self.method!r}")
+            raise InputError(f"--filter must be one of {', '.join(FILTERS)}, got {self.method!r}")
         if self.max_gap is None:
             self.max_gap = 0 if self.method == "none" else 10
         if not (isinstance(self.max_gap, int) and 0 <= self.max_gap <= 1_000_000):
-            raise ValueError(f"--max-gap must be a frame count >= 0, got {self.max_gap!r}")
+            raise InputError(f"--max-gap must be a frame count >= 0, got {self.max_gap!r}")
         if not (isinstance(self.cutoff, int | float) and math.isfinite(self.cutoff)
                 and self.cutoff > 0):  # fmt: skip
-            raise ValueError(f"--cutoff must be a frequency in Hz > 0, got {self.cutoff!r}")
+            raise InputError(f"--cutoff must be a frequency in Hz > 0, got {self.cutoff!r}")
 
     def check_fps(self, fps: float) -> None:
         if self.method == "butterworth" and self.cutoff >= fps / 2:
-            raise ValueError(f"--cutoff must be below half the frame rate ({fps / 2:g} Hz), "
+            raise InputError(f"--cutoff must be below half the frame rate ({fps / 2:g} Hz), "
                              f"got {self.cutoff:g}")  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..layouts import LAYOUTS
 from ..ops.assignment import linear_assignment
 from .association import triangulate_everyone
@@ -49,7 +50,7 @@ def check_people(people: int | str | None) -> int | str | None:
     if isinstance(people, str) and people.strip().isdigit():
         people = int(people)
     if not isinstance(people, int) or isinstance(people, bool) or not 1 <= people <= MAX_PEOPLE:
-        raise ValueError(f"--people must be auto or a number in 1..{MAX_PEOPLE}, got {people!r}")
+        raise InputError(f"--people must be auto or a number in 1..{MAX_PEOPLE}, got {people!r}")
     return people
 
 
@@ -247,13 +248,13 @@ def triangulate_cameras_people(
         keep = order[:people]
     found = len(keep) if people is None else len(rows.valid)
     if people is not None and found < people:
-        raise ValueError(f"--people {people}: found only {found} people seen by two cameras "
+        raise InputError(f"--people {people}: found only {found} people seen by two cameras "
                          f"or more in {cameras.folders[0].parent}")  # fmt: skip
     if not keep:
-        raise ValueError(f"--people auto: no person seen by two cameras or more in "
+        raise InputError(f"--people auto: no person seen by two cameras or more in "
                          f"{cameras.folders[0].parent}")  # fmt: skip
     if len(keep) > MAX_PEOPLE:
-        raise ValueError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
+        raise InputError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
     tris = [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep)]

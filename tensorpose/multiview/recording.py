@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..io.calibration import Calibration, load_calibration
 from ..io.openpose import (
     OpenPoseError,
@@ -95,10 +96,10 @@ def find_camera_folders(tracks_dir: str | os.PathLike) -> list[Path]:
     """The sub-folders of ``tracks_dir`` holding ``*.json`` files, in natural name order."""
     root = Path(tracks_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"tracks folder not found: {root}")
+        raise MissingFileError(f"tracks folder not found: {root}")
     folders = [p for p in root.iterdir() if p.is_dir() and _names_json(p)]
     if not folders:
-        raise ValueError(f"{root}: no camera sub-folder with OpenPose .json files")
+        raise InputError(f"{root}: no camera sub-folder with OpenPose .json files")
     return sorted(folders, key=_natural)
 
 
@@ -107,7 +108,7 @@ def match_cameras(folders: list[Path], names: list[str], calib_path: Path) -> li
     both sides when they do not match."""
     both = f"cameras {names} in {calib_path}; track folders {[f.name for f in folders]}"
     if len(names) < len(folders):
-        raise ValueError(
+        raise InputError(
             f"the calibration has {len(names)} cameras for {len(folders)} track folders: {both}"
         )
     keys: dict[str, list[str]] = {}
@@ -117,13 +118,13 @@ def match_cameras(folders: list[Path], names: list[str], calib_path: Path) -> li
     for f in folders:
         hits = keys.get(camera_key(f.name), [])
         if len(hits) > 1:
-            raise ValueError(f"track folder {f.name!r} matches several cameras {hits}: {both}")
+            raise InputError(f"track folder {f.name!r} matches several cameras {hits}: {both}")
         if not hits:
             missing.append(f.name)
         else:
             out.append(hits[0])
     if missing:
-        raise ValueError(f"camera names do not match track folders {missing}: {both}")
+        raise InputError(f"camera names do not match track folders {missing}: {both}")
     return out
 
 
@@ -216,7 +217,7 @@ class Recording:
             layouts.append(layout_from_evidence(joined)[0])
         if len(set(layouts)) != 1:
             found = dict(zip([f.name for f in self.folders], layouts, strict=True))
-            raise ValueError(f"the camera folders have different layouts {found}; pass --layout")
+            raise InputError(f"the camera folders have different layouts {found}; pass --layout")
         return layouts[0]
 
     def cameras(self) -> Cameras:
@@ -237,7 +238,7 @@ def open_recording(
         calibration, differing frame or keypoint counts (each named).
     """
     if layout is not None and layout not in LAYOUTS:
-        raise ValueError(f"--layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+        raise InputError(f"--layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
     folders = find_camera_folders(tracks_dir)
     calib = load_calibration(calib_path)
     cams = match_cameras(folders, calib.names, Path(calib_path))
@@ -245,7 +246,7 @@ def open_recording(
     files = [frame_paths(f) for f in folders]  # text: 5x less memory
     counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
     if len(set(counts.values())) != 1:
-        raise ValueError(f"the camera folders have different frame counts {counts}; "
+        raise InputError(f"the camera folders have different frame counts {counts}; "
                          "trim them to the same frames")  # fmt: skip
     if layout is not None:
         K = len(LAYOUTS[layout])
@@ -262,7 +263,7 @@ def open_recording(
         keypoints[folder.name], _ = first
         sources.append(f"{first[1]}")
     if len(set(keypoints.values())) != 1:
-        raise ValueError(f"the camera folders have different keypoint counts {keypoints}; "
+        raise InputError(f"the camera folders have different keypoint counts {keypoints}; "
                          "they come from different detectors")  # fmt: skip
     K = next(iter(keypoints.values()))
     return Recording(folders, cams, calib, files, K, None, sources)
@@ -294,13 +295,13 @@ def drop_rule(flag: str) -> str:
 def check_options(min_confidence: float, max_reprojection_px: float, drop: str) -> None:
     """Raises ValueError naming the CLI flag of a bad triangulation setting."""
     if not 0 <= min_confidence <= 1:
-        raise ValueError(f"--min-confidence must be in [0, 1], got {min_confidence}")
+        raise InputError(f"--min-confidence must be in [0, 1], got {min_confidence}")
     if not (max_reprojection_px > 0 and math.isfinite(max_reprojection_px)):
-        raise ValueError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
+        raise InputError(f"--max-reprojection-px must be positive, got {max_reprojection_px}")
     if drop not in DROP_RULES:
         flags = ", ".join(r if _FLAG_OF.get(r, r) == r else f"{r} (--drop-rule {_FLAG_OF[r]})"
                           for r in DROP_RULES)  # fmt: skip
-        raise ValueError(f"the drop rule must be one of {flags}, got {drop!r}")
+        raise InputError(f"the drop rule must be one of {flags}, got {drop!r}")
 
 
 def pack_keypoints(cameras: Cameras | Recording, device: str | torch.device = "cpu",
@@ -324,7 +325,7 @@ def pack_keypoints(cameras: Cameras | Recording, device: str | torch.device = "c
 
 def check_chunk(chunk_frames: int) -> int:
     if not (isinstance(chunk_frames, int) and chunk_frames >= 1):
-        raise ValueError(f"--chunk-frames must be a frame count >= 1, got {chunk_frames!r}")
+        raise InputError(f"--chunk-frames must be a frame count >= 1, got {chunk_frames!r}")
     return chunk_frames
 
 
@@ -546,7 +547,7 @@ def check_agreement(agreement: list[dict], tracks_dir, max_reprojection_px: floa
     median reprojection error: a calibration whose cameras do not match the folders (e.g. two
     swapped)."""
     if all(a["median_px"] is None for a in agreement):
-        raise ValueError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
+        raise InputError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
                          "triangulated); check that the folders hold the same scene at the "
                          "same frames, or lower --min-confidence")  # fmt: skip
     limit = DISAGREE_FACTOR * max_reprojection_px
@@ -556,7 +557,7 @@ def check_agreement(agreement: list[dict], tracks_dir, max_reprojection_px: floa
                          + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")
                          for a in agreement)  # fmt: skip
         who = ", ".join(a["camera"] for a in bad)
-        raise ValueError(f"{calib_path}: the detections of {who} never agree with the other "
+        raise InputError(f"{calib_path}: the detections of {who} never agree with the other "
                          f"cameras (median reprojection error over {limit:g} px; per camera: "
                          f"{each}); are the cameras of the calibration matched to the right "
                          "folders?")  # fmt: skip

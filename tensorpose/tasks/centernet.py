@@ -38,6 +38,7 @@ from ..centernet.model import build_model
 from ..centernet.pipeline import CenterNet, evaluate
 from ..config import Config, ConfigError, valid
 from ..data.loaders import EpochLoader, seed_worker
+from ..errors import InputError
 from ..io.coco import bundled_coco
 from ..metrics.pose2d import coco_keypoint_ap
 from ..skeleton import get_skeleton
@@ -151,7 +152,7 @@ class CenterNetTask(Task):
         coco = load_coco_keypoints(path, d.images or None, min_keypoints=d.min_keypoints,
                                    warn=False)  # fmt: skip
         if len(coco.keypoint_names) != self.skeleton.num_joints:
-            raise ValueError(
+            raise InputError(
                 f"{path}: K={len(coco.keypoint_names)} keypoints but model.skeleton "
                 f"{self.skeleton.name!r} has {self.skeleton.num_joints} joints"
             )

@@ -38,6 +38,7 @@ from ..data.mocap import (
 )
 from ..data.synth import SynthConfig, SyntheticLiftingBatches
 from ..data.takes import joint_weights, parse_rules
+from ..errors import InputError
 from ..lifting.model import TemporalLifter, filter_widths_for
 from ..ops.kinematics import bone_lengths, decompose
 from ..ops.poseaug_bones import retarget_lengths
@@ -236,7 +237,7 @@ def kind_weights(seqs: list[MocapSequence], shares: Sequence[str] = ()) -> list[
         except ValueError:
             v = -1.0
         if kind not in frames or not (v > 0 and math.isfinite(v)):
-            raise ValueError(f"data.kind_shares: {kind}={value} needs a share > 0 and a kind "
+            raise InputError(f"data.kind_shares: {kind}={value} needs a share > 0 and a kind "
                              f"of the training takes ({', '.join(sorted(frames))})")  # fmt: skip
         share[kind] = v
     total = sum(share.values())

@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ..config import ConfigError, set_task_lookup
+from ..errors import InputError
 from .base import CAPABILITIES
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ TASKS: dict[str, str | type] = {
 the order in which :func:`require_capability` messages list tasks."""
 
 
-class UnknownTaskError(ValueError):
+class UnknownTaskError(InputError):
     """A task name that is not registered; the message lists the known ones."""
 
 
@@ -109,7 +110,7 @@ def require_capability(
     names = tasks_with(capability)
     able = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     got = task if isinstance(task, str) else cls.__name__
-    raise ValueError(f"{what} needs a {able or 'no'} {noun}, got {got!r}")
+    raise InputError(f"{what} needs a {able or 'no'} {noun}, got {got!r}")
 
 
 def _check_capability(capability: str) -> None:

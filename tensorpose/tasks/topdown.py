@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from ..augment.config import AugmentConfig, AugmentRanges
 from ..config import Config, ConfigError, check_min, choices, valid
 from ..data.loaders import EpochLoader, IdentifiedSamples, seed_worker
+from ..errors import InputError
 from ..io.coco import bundled_coco, coco_results, load_coco_keypoints
 from ..metrics import pose2d as metrics2d
 from ..ops.affine import invert_affine, transform_points
@@ -137,7 +138,7 @@ class TopDownTask(Task):
         coco = load_coco_keypoints(path, d.images or None, min_keypoints=d.min_keypoints,
                                    warn=False)  # fmt: skip
         if len(coco.keypoint_names) != self.skeleton.num_joints:
-            raise ValueError(
+            raise InputError(
                 f"{path}: K={len(coco.keypoint_names)} keypoints but model.skeleton "
                 f"{self.skeleton.name!r} has {self.skeleton.num_joints} joints"
             )

@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import InputError, MissingFileError
 from ..io.torch_file import refuse_torchscript
 from .atomic_save import save_atomic
 from .checkpoint_checks import _check_entries, _Invalid, _is_int
@@ -70,7 +71,7 @@ RESUME_KEYS = ("model", "config", "epoch", "step", "optimizer", "scheduler", "rn
 """Entries needed to resume training (``scaler``, ``history``, ``best`` are optional)."""
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint cannot be read or does not fit the requested model or run."""
 
 
@@ -171,7 +172,7 @@ def load_checkpoint(path: str | Path, *, require: Iterable[str] = EVAL_KEYS) -> 
         raise TypeError(f"load_checkpoint: require must be a tuple of entry names, got {require!r}")
     require = tuple(require)
     if not path.exists():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} not found")
+        raise MissingFileError(f"checkpoint {str(path)!r} not found")
     if not path.is_file():
         kind = "a directory" if path.is_dir() else "not a regular file"
         raise CheckpointError(f"{path}: is {kind}, not a checkpoint file")

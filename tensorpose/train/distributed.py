@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..errors import InputError
+
 __all__ = ["barrier", "init_distributed", "reduce_max", "reduce_mean", "resolve_device", "wrap_ddp"]
 
 
@@ -23,16 +25,16 @@ def resolve_device(
     ``what`` names the setting in messages (``train.device``, ``--device``).
 
     Raises:
-        ValueError: not a device name, or CUDA asked for but not available.
+        InputError: not a device name, or CUDA asked for but not available.
     """
     if name == "auto":
         name = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
     try:
         dev = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"{what}: not a device name: {name!r}") from None
+        raise InputError(f"{what}: not a device name: {name!r}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{what} is {name!r} but CUDA is not available on this machine")
+        raise InputError(f"{what} is {name!r} but CUDA is not available on this machine")
     return dev
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import check_run_name
+from ..errors import InputError
 
 __all__ = ["RunFolderError", "check_run_name", "fresh_name"]
 
 
-class RunFolderError(ValueError):
+class RunFolderError(InputError):
     """The run folder cannot be used; the message names it and the way out."""
 
 

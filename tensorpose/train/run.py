@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ..config import Config, ConfigError, config_to_dict, save_config
+from ..errors import MissingFileError
 from ..io.atomic import FolderLock
 from ..tasks import Task, build_task, get_task, unwrap
 from ..threads import set_threads
@@ -185,7 +186,7 @@ def open_run_folder(run_dir: Path, resume: bool) -> FolderLock:
     """
     if resume:
         if not run_dir.is_dir():
-            raise FileNotFoundError(f"{run_dir / 'checkpoint.pt'}: no such run folder to resume")
+            raise MissingFileError(f"{run_dir / 'checkpoint.pt'}: no such run folder to resume")
     else:
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             raise RunFolderError(
@@ -273,7 +274,7 @@ def load_resume_state(cfg: Config, path: Path) -> dict:
     """The checkpoint to resume from, checked: full training state, and the same config as
     ``cfg`` except for the ``train`` keys in :data:`RESUMABLE`."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no checkpoint to resume from")
+        raise MissingFileError(f"{path}: no checkpoint to resume from")
     payload = load_checkpoint(path, require=RESUME_KEYS)
     stored, now = payload["config"], config_to_dict(cfg)
     diffs = []

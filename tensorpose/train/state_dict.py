@@ -9,6 +9,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 __all__ = ["clean_state_dict", "export_safetensors", "freeze", "strip_prefixes"]
 
 
@@ -66,7 +68,7 @@ def freeze(model: nn.Module, patterns: list[str] | tuple[str, ...]) -> list[str]
         hits = [(n, p) for n, p in named if fnmatch.fnmatchcase(n, pat)]
         if not hits:
             sample = ", ".join(n for n, _ in named[:5])
-            raise ValueError(
+            raise InputError(
                 f"train.freeze pattern {pat!r} matches no parameter (names: {sample}, ...)"
             )
         for n, p in hits:

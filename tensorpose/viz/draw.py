@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..skeleton import Skeleton
 
 __all__ = [
@@ -364,7 +365,7 @@ def augment_picture(
     from ..skeleton import get_skeleton
 
     if not cv2.haveImageWriter(str(out)):
-        raise ValueError(f"{out}: unknown image extension {Path(out).suffix!r} (use .png or .jpg)")
+        raise InputError(f"{out}: unknown image extension {Path(out).suffix!r} (use .png or .jpg)")
     H, W = size
     data = load_coco_keypoints(coco or bundled_coco())
     ds = TopDownDataset(data, aspect_ratio=W / H, cache_images=True)
@@ -373,14 +374,14 @@ def augment_picture(
         people = [round(i * (len(ds) - 1) / max(n - 1, 1)) for i in range(n)]
     bad = [i for i in people if not 0 <= i < len(ds)]
     if bad:
-        raise ValueError(f"people {bad}: the dataset has {len(ds)} people (0..{len(ds) - 1})")
+        raise InputError(f"people {bad}: the dataset has {len(ds)} people (0..{len(ds) - 1})")
     cfg = AugmentConfig(output_size=(H, W), shift=0.05)
     grid = augment_grid(ds, get_skeleton("coco17"), cfg, people, augmentations, seed, backend,
                         links=data.links)  # fmt: skip
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
-        raise ValueError(f"{out}: could not write the picture (unknown extension?)")
+        raise InputError(f"{out}: could not write the picture (unknown extension?)")
     return list(people)
 
 

@@ -1,0 +1,125 @@
+"""Errors tell the truth (issue 29): bad input is one ``error:`` line and exit 2; an exception
+in tensorpose's own code is an ``internal error`` with its type and exit 70, never dressed up
+as bad input; ``--debug`` re-raises both. Importing tensorpose or loading BlazePose changes
+nothing process-wide."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import tensorpose.io.info
+from tensorpose.cli import EX_SOFTWARE, main
+from tensorpose.errors import InputError, MissingFileError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def _raise(e: BaseException):
+    def fail(*args, **kwargs):
+        raise e
+
+    return fail
+
+
+def test_input_error_is_a_value_error():
+    assert issubclass(InputError, ValueError)
+    assert issubclass(MissingFileError, InputError) and issubclass(MissingFileError, OSError)
+    from tensorpose.config import ConfigError
+    from tensorpose.io.bvh import BVHError
+    from tensorpose.io.safe_pickle import UnsafePickleError
+    from tensorpose.train.checkpoint import CheckpointError
+
+    for cls in (ConfigError, BVHError, UnsafePickleError, CheckpointError):
+        assert issubclass(cls, InputError), cls
+
+
+@pytest.mark.parametrize("exc", [KeyError("joints"), TypeError("bad operand"),
+                                 IndexError("out of range"), ValueError("a library check"),
+                                 OSError(errno.EBADF, "Bad file descriptor")])  # fmt: skip
+def test_a_bug_in_a_command_is_an_internal_error(monkeypatch, capsys, exc):
+    monkeypatch.setattr(tensorpose.io.info, "bvh_info", _raise(exc))
+    code, err = run(capsys, "bvh-info")
+    assert code == EX_SOFTWARE == 70
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("tensorpose bvh-info: internal error: ")
+    assert f"{type(exc).__name__}: " in lines[0] and "--debug" in lines[0]
+    assert " error: " not in lines[0].replace("internal error: ", "")
+
+
+def test_internal_error_in_smooth_and_debug_reraises(monkeypatch, capsys, tmp_path):
+    import tensorpose.apps.smooth
+
+    monkeypatch.setattr(tensorpose.apps.smooth, "smooth_folder", _raise(KeyError("track")))
+    trial = ROOT / "tensorpose" / "assets" / "tracks" / "openpose_body25b" / "cam01_json"
+    code, err = run(capsys, "smooth", str(trial), "--out", str(tmp_path / "s"), "--threads", "1")
+    assert code == 70
+    assert "internal error: KeyError: 'track'" in err and "error: " not in err.split(":", 2)[1]
+    with pytest.raises(KeyError, match="track"):
+        main(["--debug", "smooth", str(trial), "--out", str(tmp_path / "s"), "--threads", "1"])
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):
+    code, err = run(capsys, "bvh-info", str(tmp_path / "missing.bvh"))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("tensorpose bvh-info: error: ") and "missing.bvh" in err
+    bad = tmp_path / "bad.bvh"
+    bad.write_text("HIERARCHY\nROOT\n")
+    code, err = run(capsys, "bvh-info", str(bad))
+    assert code == 2 and err.count("\n") == 1 and "bad.bvh" in err
+    assert "internal error" not in err
+    with pytest.raises(InputError, match="bad.bvh"):
+        main(["--debug", "bvh-info", str(bad)])
+    with pytest.raises(SystemExit) as info:  # argparse: --threads 0
+        main(["smooth", str(tmp_path), "--threads", "0"])
+    assert info.value.code == 2
+    assert "--threads" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_the_users_error(monkeypatch, capsys):
+    full = OSError(errno.ENOSPC, "No space left on device")
+    full.filename = "out/result.json"
+    monkeypatch.setattr(tensorpose.io.info, "bvh_info", _raise(full))
+    code, err = run(capsys, "bvh-info")
+    assert code == 2
+    assert err == "tensorpose bvh-info: error: out/result.json: No space left on device\n"
+
+
+def _python(code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = str(ROOT)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300, check=True)  # fmt: skip
+    return p.stdout.strip()
+
+
+def test_import_leaves_the_environment_alone():
+    code = "import os, tensorpose, tensorpose.cli; print(os.environ.get('OMP_WAIT_POLICY'))"
+    assert _python(code) == "None"
+    code = ("import os, tensorpose.threads as t; t.prepare_environment(); "
+            "print(os.environ['OMP_WAIT_POLICY'])")  # fmt: skip
+    assert _python(code) == "PASSIVE"
+
+
+def test_blazepose_load_leaves_malloc_alone(monkeypatch):
+    import tensorpose.blazepose.memory as memory
+    from tensorpose.blazepose.pipeline import BlazePose
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(memory, "_applied", [])  # any caller: mallopt is reached through ctypes
+    monkeypatch.setattr(memory, "ctypes", SimpleNamespace(CDLL=lambda *a: calls.append(a)))
+    BlazePose.load("cpu")
+    assert calls == [] and memory._applied == []
