@@ -1,6 +1,6 @@
 """Write ``tests/data/blazepose_reference.npz``: the TFLite interpreter's outputs of MediaPipe's
 two BlazePose networks on a few inputs, so the test suite checks the converted networks
-(``tests/models/test_blazepose_nets.py``) where ``ai-edge-litert`` is not installed.
+(``tests/blazepose/test_networks.py``) where ``ai-edge-litert`` is not installed.
 
     python -m pip install ai-edge-litert
     python scripts/blazepose_reference.py FOLDER_OR_WHEEL VIDEO

@@ -99,7 +99,7 @@ np.savez(sys.argv[2], **out)
 def record_fixture(py: Path, out: Path = FIXTURE, count: int = 3) -> None:
     """MediaPipe's image-mode landmarks on the first ``count`` bundled COCO pictures (decoded by
     tensorpose's reader, so both read the same pixels): ``keypoints_<i> (n, 33, 3)`` pixels and
-    visibility, the reference of tests/test_blazepose.py."""
+    visibility, the reference of tests/blazepose/test_pipeline.py."""
     import numpy as np
 
     sys.path.insert(0, str(ROOT))

@@ -19,7 +19,7 @@ from tensorpose.multiview.association import candidates, select_people, triangul
 from tensorpose.multiview.people import check_people, link_people, triangulate_cameras_people
 from tensorpose.multiview.recording import pack_keypoints, read_cameras, triangulate_cameras
 
-TWO = Path(__file__).parent / "data" / "synthetic_two_people"
+TWO = Path(__file__).resolve().parents[1] / "data" / "synthetic_two_people"
 BUNDLED = bundled_tracks()[0].parent
 FRAMES = 40
 

@@ -13,7 +13,7 @@ from tensorpose.ops.affine import warp_affine_fixed_point
 from tensorpose.pose2d import pad_frames
 
 IMAGES = sorted(
-    (Path(__file__).resolve().parents[1] / "tensorpose/assets/coco/images").glob("*.jpg")
+    (Path(__file__).resolve().parents[2] / "tensorpose/assets/coco/images").glob("*.jpg")
 )
 
 
@@ -115,7 +115,7 @@ def test_image_mode_equals_mediapipe_on_bundled_pictures(bp, device):
     own output does too when one pixel in ten thousand changes by one grey level). The same on
     CUDA."""
     bp = bp if device.type == "cpu" else BlazePose.load(device)
-    ref = np.load(Path(__file__).parent / "data/blazepose_mediapipe_images.npz")
+    ref = np.load(Path(__file__).resolve().parents[1] / "data/blazepose_mediapipe_images.npz")
     frames = [read_image(Path(IMAGES[0]).parent / n) for n in ref["names"]]
     images, sizes = pad_frames(frames, device)
     people = [{k: v.cpu() for k, v in p.items()} for p in image_people(bp, images, sizes, 1)]

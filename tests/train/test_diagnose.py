@@ -106,7 +106,7 @@ def test_profile_a_heatmap_config_and_time_a_model_step():
     from tensorpose.models.heads import heatmap_pose_net
     from tensorpose.train.diagnose import model_step_time, profile_config
 
-    path = Path(__file__).resolve().parent.parent / "configs" / "heatmap_coco.yaml"
+    path = Path(__file__).resolve().parents[2] / "configs" / "heatmap_coco.yaml"
     cfg = load_config(path, ["train.batch_size=2", "data.input_size=[64,64]", "train.device=cpu"])
     model = heatmap_pose_net(17, 10, 8)
     before = {k: v.clone() for k, v in model.state_dict().items()}
