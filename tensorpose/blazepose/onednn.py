@@ -14,9 +14,9 @@ no gradient) it runs a *program* built here from that plan instead, for the inpu
   cost per call outweighs its kernels.
 
 Every output is one float32 accumulation per value, bias, then the summand, as the graph's own
-ops; only the order of the accumulation differs with the kernel. tests/models/
-tests/blazepose/test_networks.py checks the programs against the ops one by one and both networks against
-the TFLite interpreter. Every other operator runs through the module's own operator methods.
+ops; only the order of the accumulation differs with the kernel.
+tests/blazepose/test_networks.py checks the programs against the ops one by one and both
+networks against the TFLite interpreter. Every other operator runs through the module's own operator methods.
 """
 
 from __future__ import annotations
