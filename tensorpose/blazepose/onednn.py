@@ -16,7 +16,8 @@ no gradient) it runs a *program* built here from that plan instead, for the inpu
 Every output is one float32 accumulation per value, bias, then the summand, as the graph's own
 ops; only the order of the accumulation differs with the kernel.
 tests/blazepose/test_networks.py checks the programs against the ops one by one and both
-networks against the TFLite interpreter. Every other operator runs through the module's own operator methods.
+networks against the TFLite interpreter. Every other operator runs through the module's own
+operator methods.
 """
 
 from __future__ import annotations
