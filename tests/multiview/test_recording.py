@@ -119,11 +119,11 @@ def test_validation_before_writing(tracks_copy, tmp_path):
     (tracks_copy / "side_json").rename(tracks_copy / "cam04_json")
     with pytest.raises(ValueError, match="--fps is needed"):
         triangulate_folder(tracks_copy, CALIB, out)
+    with pytest.raises(ValueError, match="max-reprojection-px"):
+        triangulate_folder(tracks_copy, CALIB, out, fps=60, max_reprojection_px=0)
     sorted((tracks_copy / "cam02_json").glob("*.json"))[-1].unlink()
     with pytest.raises(ValueError, match=r"different frame counts .*'cam02_json': 19"):
         triangulate_folder(tracks_copy, CALIB, out, fps=60)
-    with pytest.raises(ValueError, match="max-reprojection-px"):
-        triangulate_folder(tracks_copy, CALIB, out, fps=60, max_reprojection_px=0)
     with pytest.raises(FileNotFoundError, match="nope"):
         triangulate_folder(tmp_path / "nope", CALIB, out, fps=60)
     assert not out.exists()  # nothing written
