@@ -12,6 +12,7 @@ from typing import Any
 from ..config import load_config
 from ..inference import evaluate
 from ..tasks import get_task
+from ..train.atomic_save import write_text_atomic
 from ..train.folder import check_run_name, fresh_name
 from ..train.trainer import train
 from ..viz.charts import skeletons_3d_picture
@@ -73,5 +74,5 @@ def demo(
                          f"{title}, camera {m['data'].clips[clip['clip']].camera} (ground truth "
                          "grey)", reference=clip["target"][frames].double().numpy())  # fmt: skip
     metrics["seconds"] = round(time.perf_counter() - t0, 1)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    write_text_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=1))
     return {"config": cfg, "run_dir": run_dir, "metrics": m, "seconds": metrics["seconds"]}
