@@ -260,3 +260,21 @@ def test_the_cli_drop_rule_choices_are_the_librarys():
     from tensorpose.multiview.recording import DROP_FLAGS
 
     assert tuple(DROP_FLAGS) == DROP_RULE_CHOICES
+
+
+def test_every_package_states_its_public_api():
+    """Each package's ``__init__`` lists its public names (``__all__``), and each resolves."""
+    import importlib
+
+    packages = sorted(n for n, p in modules().items() if p.name == "__init__.py")
+    missing = []
+    for name in packages:
+        if name in ("tensorpose.apps", "tensorpose.data", "tensorpose.train"):  # modules only
+            continue
+        module = importlib.import_module(name)
+        public = getattr(module, "__all__", None)
+        if not public:
+            missing.append(name)
+            continue
+        missing += [f"{name}.{n}" for n in public if getattr(module, n, None) is None]
+    assert not missing, missing
