@@ -72,7 +72,8 @@ def _viz(args: argparse.Namespace) -> int:
     from .viz.draw import augment_picture
 
     people = augment_picture(args.out, args.coco, tuple(args.size), args.people, args.rows,
-                             args.augmentations, args.backend, args.seed)  # fmt: skip
+                             args.augmentations, args.backend, args.seed,
+                             overwrite=args.overwrite)  # fmt: skip
     print(
         f"wrote {args.out}: {len(people)} people x (plain + {args.augmentations} augmented) "
         f"crops, {args.backend} backend; green = person's left, orange = right"
@@ -164,7 +165,9 @@ def _export(args: argparse.Namespace) -> int:
     from .apps.export import export_checkpoint, summary
 
     try:
-        r = export_checkpoint(args.checkpoint, args.out, args.with_decoding, args.opset)
+        r = export_checkpoint(
+            args.checkpoint, args.out, args.with_decoding, args.opset, overwrite=args.overwrite
+        )
     except ImportError as e:
         print(f"tensorpose export: error: {e}", file=sys.stderr)
         return 2
@@ -305,6 +308,7 @@ def add_viz(sub) -> None:
     p = sub.add_parser("viz", help="draw augmented crops with keypoints and skeleton links")
     p.add_argument("--coco", default=None, help="annotation JSON (default: the bundled subset)")
     p.add_argument("--out", default="runs/viz/augment.png", help="output picture")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing picture")
     p.add_argument("--people", type=int, nargs="*", help="dataset indices (default: spread)")
     p.add_argument("--rows", type=int, default=4, help="people when --people is not given")
     p.add_argument("--augmentations", type=int, default=5, help="random crops per person")
@@ -406,6 +410,7 @@ def add_export(sub) -> None:
     p.add_argument("--with-decoding", action="store_true",
                    help="decoding inside the graph: keypoints in input pixels")  # fmt: skip
     p.add_argument("--out", default=None, help="output file (default: next to the checkpoint)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (>= 18)")
     p.add_argument(
         "--tolerance",

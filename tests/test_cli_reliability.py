@@ -41,6 +41,8 @@ def tree(root: Path) -> dict[str, bytes | str]:
             out[rel] = "->" + os.readlink(p)
         elif p.is_dir():
             out[rel] = "<dir>"
+        elif not p.is_file():  # a FIFO or a device: never read
+            out[rel] = "<special>"
         else:
             out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -125,6 +127,28 @@ def test_export_never_replaces_its_checkpoint(ckpt, tmp_path, capsys):
     err = error(capsys, ["export", str(ckpt), "--out", str(ckpt)])
     assert "is the input" in err
     assert ckpt.read_bytes() == before
+
+
+def test_export_out_is_a_file_never_anything_else(ckpt, tmp_path, capsys):
+    """A folder, a name ending in a separator, a FIFO or a device at ``--out`` is refused before
+    anything is read or written; an existing file only with ``--overwrite``."""
+    folder = tmp_path / "userdir"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    mine = tmp_path / "model.onnx"
+    mine.write_text("an earlier export")
+    before = tree(tmp_path)
+    for out, what in ((folder, "is a folder"), (f"{folder}/", "names a folder"),
+                      (fifo, "is a FIFO"), ("/dev/null", "is a device"),
+                      (mine, "exists; pass --overwrite")):  # fmt: skip
+        err = error(capsys, ["export", str(ckpt), "--out", str(out)])
+        assert what in err and str(out) in err
+    err = error(capsys, ["export", str(ckpt), "--out", str(fifo), "--overwrite"])
+    assert "is a FIFO" in err
+    assert tree(tmp_path) == before
+    assert (folder / "keep.txt").read_text() == "mine" and mine.read_text() == "an earlier export"
 
 
 def test_overwrite_replaces_exactly_the_command_outputs(ckpt, cam, tmp_path, capsys):

@@ -113,7 +113,9 @@ def test_export_onnx_checks_against_pytorch(checkpoints, tmp_path, capsys):
     text = capsys.readouterr().out
     error = float(text.split("max abs error ")[1].split()[0])
     assert out.is_file() and error <= 1e-4 and "dynamic batch" in text
-    err = _error_line(capsys, 2, ["export", str(checkpoints["lift"]), "--out", str(out)])
+    err = _error_line(
+        capsys, 2, ["export", str(checkpoints["lift"]), "--out", str(out), "--overwrite"]
+    )
     assert "lift" in err and "checkpoint.pt" in err
 
 

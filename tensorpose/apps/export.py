@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inference import load_model
-from ..io.atomic import OutputFolder, check_outside_inputs
+from ..io.atomic import OutputFolder, check_output_file, check_outside_inputs
 from ..models.onnx import MIN_OPSET, ExportModule, check_onnx, check_opset, export_onnx
 from ..tasks import tasks_with
 
@@ -23,7 +23,7 @@ def export_checkpoint(
     out: str | Path | None = None,
     with_decoding: bool = False,
     opset: int = MIN_OPSET,
-    overwrite: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Export a training checkpoint of a 2D task to ONNX and check it against PyTorch.
 
@@ -33,7 +33,8 @@ def export_checkpoint(
         out: the ``.onnx`` file (default: next to the checkpoint, same stem).
         with_decoding: put the task's decoding in the graph (keypoints in input pixels).
         opset: ONNX opset (at least 18).
-        overwrite: replace an existing ``out`` (never the checkpoint itself).
+        overwrite: replace an existing ``out`` file (never the checkpoint itself, never a
+            folder, device, FIFO or socket: those are refused).
 
     Returns:
         ``path``, ``task``, ``decoding``, ``input_shape`` ``(C, H, W)``, ``outputs`` (names),
@@ -45,6 +46,7 @@ def export_checkpoint(
     check_opset(opset)
     path = Path(out) if out is not None else Path(checkpoint).with_suffix(".onnx")
     check_outside_inputs(path, [checkpoint])  # the output is one file, beside the checkpoint
+    check_output_file(out if out is not None else path, overwrite)  # a file, nothing else
     task, model, cfg, _ = load_model(checkpoint, "cpu")
     if "export" not in task.capabilities:
         raise InputError(

@@ -172,6 +172,38 @@ def check_outside_inputs(
             )
 
 
+def check_output_file(out: str | os.PathLike, overwrite: bool, flag: str = "--out") -> Path:
+    """A single output file named by the user: never anything but a file.
+
+    A name ending in a path separator, an existing folder, device, FIFO or socket is refused;
+    an existing file (or a symlink, followed never) only with ``overwrite``. The parent folder
+    need not exist yet.
+
+    Raises:
+        InputError: naming ``flag``, the path and what it is.
+    """
+    text = os.fspath(out)
+    path = Path(text)
+    if text.endswith((os.sep, "/")) or path.name in ("", ".", ".."):
+        raise InputError(f"{flag} {text}: names a folder; give the output file's name")
+    if path.is_symlink() or path.exists():
+        st = path.lstat()
+        import stat
+
+        kind = (
+            "a folder" if stat.S_ISDIR(st.st_mode)
+            else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode)
+            else None
+        )  # fmt: skip
+        if kind is not None:
+            raise InputError(f"{flag} {text}: is {kind}, not a file; give the output file's name")
+        if not overwrite:
+            raise InputError(f"{flag} {text}: exists; pass --overwrite to replace it")
+    return path
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)

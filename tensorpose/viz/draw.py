@@ -351,18 +351,25 @@ def augment_picture(
     augmentations: int = 5,
     backend: str = "device",
     seed: int = 0,
+    overwrite: bool = False,
 ) -> list[int]:
     """Write :func:`augment_grid` of COCO people (``coco``: default the bundled subset) to the
     picture ``out``: ``size`` ``(H, W)`` crops, the dataset indices ``people`` (default
-    ``rows`` people spread over the dataset). Returns the people drawn.
+    ``rows`` people spread over the dataset). Returns the people drawn. ``out`` is a file, never
+    a folder, device or FIFO; an existing one is replaced only with ``overwrite``, and the
+    picture appears whole or not at all (:class:`~tensorpose.io.atomic.OutputFolder`).
 
     Raises:
-        ValueError: an index outside the dataset, or a picture that cannot be written.
+        InputError: an index outside the dataset, a bad ``out``, or a picture that cannot be
+            written.
     """
     from ..augment.crops import AugmentConfig
     from ..data.images import TopDownDataset
+    from ..io.atomic import OutputFolder, check_output_file
     from ..io.coco import bundled_coco, load_coco_keypoints
     from ..skeleton import get_skeleton
+
+    check_output_file(out, overwrite)
 
     if not cv2.haveImageWriter(str(out)):
         raise InputError(f"{out}: unknown image extension {Path(out).suffix!r} (use .png or .jpg)")
@@ -379,9 +386,10 @@ def augment_picture(
     grid = augment_grid(ds, get_skeleton("coco17"), cfg, people, augmentations, seed, backend,
                         links=data.links)  # fmt: skip
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(out), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
-        raise InputError(f"{out}: could not write the picture (unknown extension?)")
+    with OutputFolder(out.parent, [out.name], overwrite=overwrite, say=lambda _: None) as o:
+        if not cv2.imwrite(str(o.path(out.name)), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
+            raise InputError(f"{out}: could not write the picture (unknown extension?)")
+        o.commit()
     return list(people)
 
 

@@ -44,7 +44,10 @@ def test_viz_and_coco_info_commands(tmp_path, capsys):
     img = cv2.imread(str(out))
     assert img.shape == (128, 144, 3)
     assert "green = person's left" in capsys.readouterr().out
-    assert main(["viz", "--out", str(out), "--people", "99"]) == 2
+    before = out.read_bytes()
+    assert main(["viz", "--out", str(out), "--rows", "1"]) == 2  # never replaced silently
+    assert "exists; pass --overwrite" in capsys.readouterr().err and out.read_bytes() == before
+    assert main(["viz", "--out", str(out), "--people", "99", "--overwrite"]) == 2
     assert "dataset has 43 people" in capsys.readouterr().err
     assert main(["coco-info"]) == 0
     assert "16 images, 43 people kept" in capsys.readouterr().out
