@@ -176,3 +176,30 @@ def test_drop_rule_pose2sim_from_the_command_line(tmp_path, capsys):
         assert after - before - 1 <= 20
         want = [np.interp(t, frames[seen], raw[seen, j, k]) for k in range(3)]
         np.testing.assert_allclose(points[t, j], want, atol=1e-12)
+
+
+def test_all_zero_confidences_are_one_line_in_every_mode(tmp_path, capsys):
+    """A recording whose every confidence is 0: one line naming the folder, exit 2, in every
+    mode (not an empty-quantile traceback)."""
+    rec = copy_trial(TRACKS, tmp_path / "zero", frames=12)
+    for f in rec.glob("cam*_json/*.json"):  # every keypoint's confidence set to 0
+        d = json.loads(f.read_text())
+        for p in d["people"]:
+            k = np.asarray(p["pose_keypoints_2d"], float).reshape(-1, 3)
+            k[:, 2] = 0.0
+            p["pose_keypoints_2d"] = k.ravel().tolist()
+        f.write_text(json.dumps(d))
+    base = ["triangulate", str(rec), "--calib", str(CALIB), "--fps", "60"]
+    for i, extra in enumerate(([], ["--drop-rule", "pose2sim"], ["--filter", "butterworth"],
+                               ["--filter", "rts"], ["--people", "auto"])):  # fmt: skip
+        err = error(capsys, [*base, "--out", str(tmp_path / f"o{i}"), *extra])
+        assert "no person" in err and "zero" in err, err
+        assert not (tmp_path / f"o{i}").exists()
+
+
+def test_a_butterworth_cutoff_too_low_is_named(tmp_path, capsys):
+    argv = ["triangulate", str(TRACKS), "--calib", str(CALIB), "--fps", "60", "--filter",
+            "butterworth", "--out", str(tmp_path / "o")]  # fmt: skip
+    for cutoff in ("1e-9", "0", "30"):  # too low, not positive, not below fps / 2
+        assert "--cutoff" in error(capsys, [*argv, "--cutoff", cutoff])
+    assert not (tmp_path / "o").exists()

@@ -170,6 +170,17 @@ class Filter3D:
         if self.method == "butterworth" and self.cutoff >= fps / 2:
             raise InputError(f"--cutoff must be below half the frame rate ({fps / 2:g} Hz), "
                              f"got {self.cutoff:g}")  # fmt: skip
+        if self.method == "butterworth" and self.cutoff < fps * MIN_CUTOFF_FRACTION:
+            low = fps * MIN_CUTOFF_FRACTION
+            raise InputError(f"--cutoff must be at least {low:g} Hz (the frame rate / "
+                             f"{1 / MIN_CUTOFF_FRACTION:g}: a lower one flattens the whole "
+                             f"recording and its filter is numerically singular), got "
+                             f"{self.cutoff:g}")  # fmt: skip
+
+
+MIN_CUTOFF_FRACTION = 1e-4
+"""The lowest Butterworth cutoff, as a fraction of the frame rate (0.006 Hz at 60 fps; below
+about 1e-6 the filter's initial-state solve is singular)."""
 
 
 def _butterworth(x: torch.Tensor, missing: torch.Tensor, f: Filter3D, fps: float):

@@ -499,7 +499,10 @@ class CameraAgreement:
         err = reprojection_errors(points[:, :, None], px.movedim(0, -2), cal.K, cal.dist,
                                   cal.R, cal.t).movedim(-1, 0)  # (C, T, N, P, J)  # fmt: skip
         ok = (conf >= self.min_confidence) & (conf > 0) & valid[:, :, None] & err.isfinite()
-        per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (C, T, N, P)
+        if ok.numel():
+            per = torch.where(ok, err, float("nan")).nanquantile(0.5, -1)  # (C, T, N, P)
+        else:  # no detection or no person in the chunk
+            per = err.new_full(err.shape[:-1], float("nan"))
         # per frame, the detection that fits each person best (empty slots never fit)
         per = per.nan_to_num(float("inf"))
         best = per.amin(-1) if per.shape[-1] else per.new_full(per.shape[:3], float("inf"))
