@@ -27,8 +27,8 @@ import os
 
 from .errors import InputError
 
-__all__ = ["WAIT_POLICY", "available_cpus", "default_threads", "prepare_environment",
-           "set_threads"]  # fmt: skip
+__all__ = ["WAIT_POLICY", "available_cpus", "default_threads", "max_threads",
+           "prepare_environment", "set_threads"]  # fmt: skip
 
 WAIT_POLICY = "PASSIVE"
 """``OMP_WAIT_POLICY`` set before torch is imported, unless the environment sets one."""
@@ -56,13 +56,22 @@ def default_threads() -> int:
     return max(1, available_cpus() // 2)
 
 
+def max_threads() -> int:
+    """The most threads a command takes: four per available CPU, at least 8. More only
+    oversubscribe the cores (and tens of thousands exhaust the process's thread limit)."""
+    return max(8, 4 * available_cpus())
+
+
 def set_threads(threads: int | None, what: str = "--threads") -> int:
     """Give torch ``threads`` intra-op CPU threads (``None`` or 0: :func:`default_threads`);
-    returns the count used. A negative count raises :class:`~tensorpose.errors.InputError`
-    naming ``what``."""
+    returns the count used. A negative count, or one above :func:`max_threads`, raises
+    :class:`~tensorpose.errors.InputError` naming ``what``."""
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 0):  # fmt: skip
         raise InputError(f"{what} must be a non-negative integer, got {threads!r}")
+    if threads is not None and threads > max_threads():
+        raise InputError(f"{what} must be at most {max_threads()} (four per CPU this process "
+                         f"may use: {available_cpus()}), got {threads}")  # fmt: skip
     n = threads or default_threads()
     import torch
 

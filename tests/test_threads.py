@@ -94,6 +94,10 @@ def test_set_threads_and_the_flag():
         assert set_threads(1) == 1 == torch.get_num_threads()
         with pytest.raises(ValueError, match="train.threads"):
             set_threads(-1, "train.threads")
+        cap = max(8, 4 * len(os.sched_getaffinity(0)))
+        assert set_threads(cap) == cap  # the cap itself is allowed ...
+        with pytest.raises(ValueError, match=rf"--threads must be at most {cap} .*got 100000"):
+            set_threads(100000)  # ... tens of thousands of threads are not (no thread storm)
     finally:
         torch.set_num_threads(before)
     parser = build_parser()
