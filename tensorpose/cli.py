@@ -625,7 +625,39 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
+def _import_holding_ctrl_c() -> bool:
+    """Import numpy, torch and the trainer (a second or more) with Ctrl-C held back; whether
+    one came meanwhile. Python stops an import where the interrupt lands and leaves a
+    half-initialised module behind (numpy without ``numpy.matrix``), so a later, unrelated
+    error would follow; held back, the interrupt is answered once the imports are whole."""
+    if threading.current_thread() is not threading.main_thread():
+        return False  # signals reach the main thread only
+    came: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+
+        from .train import trainer  # noqa: F401
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return bool(came)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command (:func:`run_command`); a Ctrl-C at any instant, while the command's
+    modules (torch among them) are still being imported included, is one line and 130."""
+    try:
+        return run_command(argv)
+    except KeyboardInterrupt:
+        if "--debug" in (sys.argv[1:] if argv is None else argv):
+            raise
+        print("tensorpose: interrupted (Ctrl-C) before the command started; nothing was "
+              "written", file=sys.stderr)  # fmt: skip
+        return 130
+
+
+def run_command(argv: Sequence[str] | None = None) -> int:
     """Run a command. Bad input (:class:`tensorpose.errors.InputError`: a file that cannot be
     read or parsed, a bad flag, setting or checkpoint) prints ``tensorpose CMD: error: <one
     line>`` naming the file or flag and returns 2; so does an ``OSError`` that says the disk is
@@ -637,10 +669,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     (:func:`tensorpose.threads.prepare_environment`)."""
     args = build_parser().parse_args(argv)
     from .threads import prepare_environment
+
+    prepare_environment()  # before torch: waiting OpenMP threads sleep (tensorpose.threads)
+    if _import_holding_ctrl_c():
+        print(f"tensorpose {args.command}: interrupted (Ctrl-C) before the command started; "
+              "nothing was written", file=sys.stderr)  # fmt: skip
+        return 130
     from .train.interrupt import Interrupted
     from .train.trainer import TrainingStopped
 
-    prepare_environment()  # before torch: waiting OpenMP threads sleep (tensorpose.threads)
     main_thread = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:

@@ -123,3 +123,28 @@ def test_blazepose_load_leaves_malloc_alone(monkeypatch):
     monkeypatch.setattr(memory, "ctypes", SimpleNamespace(CDLL=lambda *a: calls.append(a)))
     BlazePose.load("cpu")
     assert calls == [] and memory._applied == []
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line_and_130(tmp_path):
+    """SIGINT while the command's modules (torch) are still being imported: one line, 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tensorpose.io.openpose import bundled_tracks
+
+    tracks = bundled_tracks()[0].parent
+    for i, delay in enumerate((0.4, 0.8)):
+        out = tmp_path / f"o{i}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tensorpose", "smooth", str(tracks), "--out", str(out)],
+            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "interrupted (Ctrl-C)" in lines[0], err
+        assert not out.exists() or not any(out.iterdir())
