@@ -333,3 +333,30 @@ def test_signals_are_given_back_after_a_command(ckpt, cam, tmp_path):
     main(["lift", str(cam), "--checkpoint", str(ckpt), *CAM, "--out", str(tmp_path / "o"),
           "--quiet"])  # fmt: skip
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_second_run_into_a_folder_in_use_is_refused_at_once(tmp_path, monkeypatch, capsys):
+    """The output folder's lock is taken before the inputs are read: a second triangulate into
+    the folder while the first one computes is refused (one line, exit 2), and the first one
+    still writes its outputs."""
+    from tensorpose.apps import triangulate as app
+    from tensorpose.io.openpose import bundled_tracks
+
+    tracks = bundled_tracks()[0].parent
+    out = tmp_path / "out"
+    argv = ["triangulate", str(tracks), "--calib", str(tracks / "Calib.qca.txt"), "--fps", "60",
+            "--out", str(out), "--overwrite"]  # fmt: skip
+    seen = {}
+    real = app.open_recording
+
+    def while_computing(*a, **k):  # the first run has started reading its inputs
+        second = subprocess.run([sys.executable, "-m", "tensorpose", *argv], capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        seen["rc"], seen["err"] = second.returncode, second.stderr.strip()
+        return real(*a, **k)
+
+    monkeypatch.setattr(app, "open_recording", while_computing)
+    assert main(argv) == 0
+    assert seen["rc"] == 2 and len(seen["err"].splitlines()) == 1, seen
+    assert "in use by process" in seen["err"] and str(out) in seen["err"]
+    assert (out / "openpose_body25b_3d.trc").is_file()

@@ -166,23 +166,23 @@ def lift(
     _check_options(size, calib, camera, fps)
     outputs = OutputFolder(out_dir, output_names(name), inputs=[src, checkpoint, calib, video],
                            overwrite=overwrite)  # fmt: skip
-    kp = read_person(src, layout, person, progress, min_confidence)
-    K = dist = None
-    if calib is not None:
-        K, dist, size = _calibration_camera(calib, camera)
-    size = size if size is not None else kp.size
-    fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
-    if not (math.isfinite(fps_used) and 0.1 <= fps_used <= 10_000):  # the file's own fps
-        raise InputError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
-                         "pass --fps")  # fmt: skip
-    _check_inside_image(kp.keypoints, size, src)
-    T = kp.keypoints.shape[0]
-    if video is not None:
-        _check_video(video, T, size)
-    lifter = load_lifter(checkpoint, device, vp3d_joints)
-    r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject, fps_used)
-    skel_in = lifter.skeleton_in
-    with outputs:
+    with outputs:  # the folder's lock from here on: a second run is refused at once
+        kp = read_person(src, layout, person, progress, min_confidence)
+        K = dist = None
+        if calib is not None:
+            K, dist, size = _calibration_camera(calib, camera)
+        size = size if size is not None else kp.size
+        fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
+        if not (math.isfinite(fps_used) and 0.1 <= fps_used <= 10_000):  # the file's own fps
+            raise InputError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
+                             "pass --fps")  # fmt: skip
+        _check_inside_image(kp.keypoints, size, src)
+        T = kp.keypoints.shape[0]
+        if video is not None:
+            _check_video(video, T, size)
+        lifter = load_lifter(checkpoint, device, vp3d_joints)
+        r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject, fps_used)
+        skel_in = lifter.skeleton_in
         _write_files(outputs, name, r, skel_in, lifter.skeleton_out, fps_used, root_relative)
         if video is not None:
             _write_video(outputs.path(f"{name}.mp4"), video, r, skel_in, lifter.skeleton_out,

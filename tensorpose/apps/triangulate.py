@@ -133,16 +133,17 @@ def triangulate_folder(
                               association_px=association_px, drop=drop)  # fmt: skip
     names = output_names(name)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
-    cams = open_recording(tracks_dir, calib_path, layout)
-    fps, source = _fps(tracks_dir, cams.folders, fps)
-    filt.check_fps(fps)
-    tally = CameraAgreement(cams, min_confidence)
-    tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
-                              max_reprojection_px=max_reprojection_px, drop=drop, device=device,
-                              chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
-    agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
-                                calib_path)  # fmt: skip
-    with outputs:
+    with outputs:  # the folder's lock from here on: a second run is refused at once
+        cams = open_recording(tracks_dir, calib_path, layout)
+        fps, source = _fps(tracks_dir, cams.folders, fps)
+        filt.check_fps(fps)
+        tally = CameraAgreement(cams, min_confidence)
+        tri = triangulate_cameras(cams, min_confidence=min_confidence,
+                                  association_px=association_px,
+                                  max_reprojection_px=max_reprojection_px, drop=drop, device=device,
+                                  chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
+        agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
+                                    calib_path)  # fmt: skip
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
         if plot:
@@ -211,15 +212,15 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     names = output_names(name, count)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
-    cams = open_recording(tracks_dir, calib_path, layout)
-    fps, source = _fps(tracks_dir, cams.folders, fps)
-    how[1].check_fps(fps)
-    tally = CameraAgreement(cams, options["min_confidence"])
-    tris = triangulate_cameras_people(cams, None if people == "auto" else people,
-                                      device=device, agreement=tally, **options)  # fmt: skip
-    agreement = check_agreement(tally.result(tris), tracks_dir, options["max_reprojection_px"],
-                                calib_path)  # fmt: skip
-    with outputs:
+    with outputs:  # the folder's lock from here on: a second run is refused at once
+        cams = open_recording(tracks_dir, calib_path, layout)
+        fps, source = _fps(tracks_dir, cams.folders, fps)
+        how[1].check_fps(fps)
+        tally = CameraAgreement(cams, options["min_confidence"])
+        tris = triangulate_cameras_people(cams, None if people == "auto" else people,
+                                          device=device, agreement=tally, **options)  # fmt: skip
+        agreement = check_agreement(tally.result(tris), tracks_dir, options["max_reprojection_px"],
+                                    calib_path)  # fmt: skip
         filtered = _filtered(tris, how[1], fps)  # every person at once
         figures = [_write_one(outputs, names[2 * k], names[2 * k + 1], tri, cams, calib_path,
                               fps, how, f", person {k + 1} of {len(tris)}", filtered[k])
