@@ -360,3 +360,28 @@ def test_a_second_run_into_a_folder_in_use_is_refused_at_once(tmp_path, monkeypa
     assert seen["rc"] == 2 and len(seen["err"].splitlines()) == 1, seen
     assert "in use by process" in seen["err"] and str(out) in seen["err"]
     assert (out / "openpose_body25b_3d.trc").is_file()
+
+
+def test_predict_refuses_a_fifo_video_before_opening_it(tmp_path):
+    """A FIFO named like a video is refused, never opened (opening one blocks forever)."""
+    fifo = tmp_path / "cam01.mp4"
+    os.mkfifo(fifo)
+    argv = ["predict", str(fifo), "--model", "blazepose", "--out", str(tmp_path / "o")]
+    r = subprocess.run([sys.executable, "-m", "tensorpose", *argv], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(fifo) in r.stderr
+
+
+def test_video_frames_over_the_limits_are_refused_from_the_header(monkeypatch):
+    from tensorpose.io import video
+
+    clip = Path(__file__).resolve().parents[1] / "examples/balancing_trial/videos/cam01.mp4"
+    video.open_video(clip).release()  # within the limits
+    monkeypatch.setattr(video, "MAX_VIDEO_PIXELS", 1_000_000)
+    with pytest.raises(ValueError, match=r"cam01.mp4: \d+x\d+ frames, \d+ declared: over"):
+        video.open_video(clip)
+    monkeypatch.setattr(video, "MAX_VIDEO_PIXELS", 40_000_000)
+    monkeypatch.setattr(video, "MAX_VIDEO_FRAMES", 10)
+    with pytest.raises(ValueError, match="10 frames"):
+        video.open_video(clip)

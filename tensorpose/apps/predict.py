@@ -150,6 +150,8 @@ class _Staged:
 def _check_options(batch_size: int, box_threshold: float, min_score: float, input: Path) -> None:
     if not input.exists():
         raise MissingFileError(f"{input}: no such image, folder or video")
+    if not (input.is_dir() or input.is_file()):  # never opened: a FIFO would block
+        raise InputError(f"{input}: not a regular file or a folder (a FIFO, a socket or a device)")
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 4096):
         raise InputError(f"--batch-size must be an integer in 1..4096, got {batch_size!r}")
     for flag, v in (("--box-threshold", box_threshold), ("--min-score", min_score)):

@@ -30,6 +30,8 @@ os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
 __all__ = [
     "IMAGE_EXTENSIONS",
     "MAX_IMAGE_PIXELS",
+    "MAX_VIDEO_FRAMES",
+    "MAX_VIDEO_PIXELS",
     "VIDEO_EXTENSIONS",
     "FrameBatch",
     "ImageReadError",
@@ -52,6 +54,11 @@ VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".m
 MAX_IMAGE_BYTES = 256 << 20
 """Largest image file read (256 MiB)."""
 
+MAX_VIDEO_PIXELS = 40_000_000
+"""Largest video frame decoded (40 megapixels: 8K video is 35; a batch of 8 such frames is about
+1 GB of RGB), read from the video's header before any frame is decoded."""
+MAX_VIDEO_FRAMES = 10_000_000
+"""Most frames a video's header may declare (46 hours at 60 fps)."""
 MAX_IMAGE_PIXELS = 100_000_000
 """Largest image decoded (100 megapixels: 1.2 GB of 8-bit RGB with OpenCV's and the RGB copy),
 checked on the width and height in a JPEG's or PNG's header before decoding: a few bytes of
@@ -221,6 +228,14 @@ def open_video(path: str | Path) -> cv2.VideoCapture:
         raise InputError(
             f"{path}: cannot open the video: it cannot be decoded (truncated, corrupt, unknown "
             "codec or not a video)"
+        )
+    w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+    if w * h > MAX_VIDEO_PIXELS or n > MAX_VIDEO_FRAMES:
+        cap.release()
+        raise InputError(
+            f"{path}: {w}x{h} frames, {n} declared: over the limits of "
+            f"{MAX_VIDEO_PIXELS // 1_000_000} megapixels a frame and {MAX_VIDEO_FRAMES:,} frames"
         )
     return cap
 
@@ -408,6 +423,8 @@ def count_frames(path: str | Path) -> int | None:
         return len(list_images(path))
     if path.suffix.lower() in IMAGE_EXTENSIONS:
         return 1
+    if not path.is_file():  # a FIFO or a device is never opened (the reader names it)
+        return None
     cap = cv2.VideoCapture(str(path))
     n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if cap.isOpened() else 0
     cap.release()
