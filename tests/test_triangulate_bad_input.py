@@ -203,3 +203,15 @@ def test_a_butterworth_cutoff_too_low_is_named(tmp_path, capsys):
     for cutoff in ("1e-9", "0", "30"):  # too low, not positive, not below fps / 2
         assert "--cutoff" in error(capsys, [*argv, "--cutoff", cutoff])
     assert not (tmp_path / "o").exists()
+
+
+def test_an_empty_camera_folder_is_named_not_left_out(tmp_path, capsys):
+    rec = copy_trial(TRACKS, tmp_path / "rec", frames=5)
+    for f in (rec / "cam04_json").glob("*.json"):
+        f.unlink()
+    err = error(capsys, ["triangulate", str(rec), "--calib", str(CALIB), "--fps", "60",
+                         "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "cam04_json" in err and "cam_04" in err and "no OpenPose .json" in err
+    (rec / "cam04_json").rmdir()  # no folder: the calibration's fourth camera is simply unused
+    assert main(["triangulate", str(rec), "--calib", str(CALIB), "--fps", "60", "--out",
+                 str(tmp_path / "o")]) == 0  # fmt: skip

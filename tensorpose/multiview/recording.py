@@ -226,6 +226,19 @@ class Recording:
                        self.layout)  # fmt: skip
 
 
+def _check_no_empty_camera(root: Path, folders: list[Path], cams: list[str],
+                           names: list[str]) -> None:  # fmt: skip
+    """A sub-folder named as a calibrated camera that no track folder took, holding no
+    ``*.json``: the camera's detections are missing (never silently left out)."""
+    left = {camera_key(n): n for n in names if n not in cams}
+    taken = {f.name for f in folders}
+    for p in sorted(root.iterdir(), key=_natural):  # the recording's few sub-folders
+        if p.is_dir() and p.name not in taken and camera_key(p.name) in left:
+            raise InputError(f"{p}: the folder of camera {left[camera_key(p.name)]} holds no "
+                             "OpenPose .json file; remove the folder or its camera from the "
+                             "calibration")  # fmt: skip
+
+
 def open_recording(
     tracks_dir: str | os.PathLike, calib_path: str | os.PathLike, layout: str | None = None
 ) -> Recording:
@@ -242,6 +255,7 @@ def open_recording(
     folders = find_camera_folders(tracks_dir)
     calib = load_calibration(calib_path)
     cams = match_cameras(folders, calib.names, Path(calib_path))
+    _check_no_empty_camera(Path(tracks_dir), folders, cams, calib.names)
     calib = calib.select(cams)
     files = [frame_paths(f) for f in folders]  # text: 5x less memory
     counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
