@@ -258,19 +258,30 @@ def standing_height(motion: Motion, mapping: Mapping) -> float:
     return float(torch.linalg.vector_norm(path[1:] - path[:-1], dim=-1).sum()) * FLOOR_TO_ANKLE
 
 
+PLAUSIBLE_HEIGHT_M = (1.0, 2.5)
+"""Standing heights accepted with an explicit ``--units`` (wider than the range that identifies
+a unit: children and tall people)."""
+
+
 def resolve_units(motion: Motion, mapping: Mapping, units: str = "") -> float:
     """Metres per file unit: ``units`` (a key of :data:`UNITS`) when given, else the unit in
-    which :func:`standing_height` is 1.4 to 2.1 m.
+    which :func:`standing_height` is 1.4 to 2.1 m; an explicit unit must give 1 to 2.5 m.
 
     Raises:
         ValueError: ``units`` is unknown, or no unit gives a person's height (the message
             names ``--units``, the file and the heights each unit would give).
     """
+    h = standing_height(motion, mapping)
     if units:
         if units not in UNITS:
             raise InputError(f"--units must be one of {', '.join(UNITS)}, got {units!r}")
+        lo, hi = PLAUSIBLE_HEIGHT_M
+        if not lo <= h * UNITS[units] <= hi:
+            raise InputError(
+                f"{motion.path}: --units {units} makes the skeleton {h * UNITS[units]:.3g} m "
+                f"tall, not a person's height ({lo}-{hi} m); check --units"
+            )
         return UNITS[units]
-    h = standing_height(motion, mapping)
     lo, hi = HEIGHT_RANGE_M
     fits = [u for u, s in UNITS.items() if lo <= h * s <= hi]
     if len(fits) == 1:

@@ -53,19 +53,22 @@ def test_cmu_names_in_other_units_give_the_same_metres(unit):
 
 
 def test_no_person_height_is_refused_naming_units(tmp_path, capsys):
-    text = scaled((BUNDLED / "131_03.bvh").read_text(), 0.3)  # ~0.5 m tall in CMU units
+    text = scaled((BUNDLED / "131_03.bvh").read_text(), 0.7)  # ~1.1 m tall in CMU units
     m = parse_bvh(text, "small.bvh")
     with pytest.raises(ValueError, match=r"small.bvh: cannot tell the length unit.*--units"):
-        m.to_skeleton()
-    got, _ = m.to_skeleton(units="cmu")  # the user says: read it as CMU units
+        m.to_skeleton()  # no unit gives 1.4-2.1 m: the unit is not guessed
+    got, _ = m.to_skeleton(units="cmu")  # the user says: read it as CMU units (a child)
     ref, _ = load_bvh(BUNDLED / "131_03.bvh").to_skeleton()
-    np.testing.assert_allclose(got.numpy(), 0.3 * ref.numpy(), atol=1e-9)
+    np.testing.assert_allclose(got.numpy(), 0.7 * ref.numpy(), atol=1e-9)
     path = tmp_path / "small.bvh"
     path.write_text(text)
     assert main(["bvh-info", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--units" in err[0] and "small.bvh" in err[0]
     assert main(["bvh-info", str(path), "--units", "cmu"]) == 0
+    tiny = parse_bvh(scaled((BUNDLED / "131_03.bvh").read_text(), 0.3), "tiny.bvh")
+    with pytest.raises(ValueError, match=r"tiny.bvh: --units cmu makes the skeleton 0.48\d m"):
+        tiny.to_skeleton(units="cmu")  # a unit that makes no person's height is refused
 
 
 def test_daz_release_maps_to_h36m17_in_centimetres():
@@ -137,5 +140,10 @@ def test_eval_of_a_centimetre_file_is_in_metres(tmp_path, capsys):
     assert main(["eval", lifter, "--bvh", str(path), "--json", "--device", "cpu"]) == 0
     m = json.loads(capsys.readouterr().out)
     assert 20 < m["mpjpe_mm"] < 100
-    assert main(["eval", lifter, "--bvh", str(path), "--units", "mm", "--device", "cpu"]) == 0
+    assert main(["eval", lifter, "--bvh", str(path), "--units", "cm", "--device", "cpu"]) == 0
     assert "MPJPE" in capsys.readouterr().out
+    for unit, height in (("mm", "0.161"), ("m", "161"), ("inch", "4.09")):  # the wrong unit
+        argv = ["eval", lifter, "--bvh", str(path), "--units", unit, "--device", "cpu"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"--units {unit} makes the skeleton {height}" in err and "131_03_cm.bvh" in err
