@@ -78,3 +78,17 @@ def test_eval_other_subject_and_naming_convention(trained, capsys):
     )
     out = json.loads(capsys.readouterr().out)
     assert out["frames"] == 18 and "mean_pose_mpjpe_mm" in out  # 54 frames at 30 fps -> 10 fps
+
+
+def test_keypoints_outside_the_given_size_are_said(tmp_path, capsys):
+    """Keypoints of a 1088x1920 camera lifted with half that --size: a note naming the share
+    outside and --size; with the right size, none."""
+    from tensorpose.io.openpose import bundled_tracks
+
+    cam = bundled_tracks()[2]
+    argv = ["lift", str(cam), "--fps", "60", "--quiet"]
+    assert main([*argv, "--size", "544x960", "--out", str(tmp_path / "half")]) == 0
+    err = capsys.readouterr().err
+    assert "note:" in err and "544x960" in err and "--size" in err
+    assert main([*argv, "--size", "1088x1920", "--out", str(tmp_path / "whole")]) == 0
+    assert "note:" not in capsys.readouterr().err

@@ -73,7 +73,8 @@ def _calibration_camera(calib: str | os.PathLike, camera: str | None):
 
 def _check_inside_image(keypoints: torch.Tensor, size, src: Path) -> None:
     """Most keypoints must lie within one image size of the image: else the image size (or
-    the calibration) does not belong to these keypoints."""
+    the calibration) does not belong to these keypoints; more than a fifth of them beyond a
+    tenth of the image is said in a note (a person may leave the picture)."""
     if size is None:
         return
     xy = keypoints[..., :2]
@@ -85,6 +86,11 @@ def _check_inside_image(keypoints: torch.Tensor, size, src: Path) -> None:
             f"{src}: {float(far):.0%} of the keypoints lie more than one image size outside the "
             f"{size[0]}x{size[1]} image: check --size, or --calib/--camera"
         )
+    out = ((xy < -0.1 * wh) | (xy > 1.1 * wh)).any(-1).double().mean() if len(xy) else far
+    if float(out) > 0.2:  # implausible, yet possible (a person leaving the picture): said
+        print(f"tensorpose lift: note: {float(out):.0%} of the keypoints of {src} lie outside the "
+              f"{size[0]}x{size[1]} image by more than a tenth of it: check --size, or "
+              "--calib/--camera", file=sys.stderr)  # fmt: skip
 
 
 CODEC_PAD_PX = 16
