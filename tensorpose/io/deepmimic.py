@@ -41,8 +41,12 @@ __all__ = [
     "quaternion_to_matrix",
 ]
 
-MAX_DEEPMIMIC_BYTES = 256 << 20
-"""Largest DeepMimic motion or character file read (256 MiB)."""
+MAX_DEEPMIMIC_SECONDS = 3600.0
+"""Longest DeepMimic motion read (an hour: resampled at 240 fps, 864,000 frames), checked before
+anything is resampled."""
+MAX_DEEPMIMIC_BYTES = 16 << 20
+"""Largest DeepMimic motion or character file read (16 MiB, some 30 times the largest CMU motion:
+parsing JSON numbers into Python objects takes some 30 bytes of memory per byte of file)."""
 
 DOFS = {"none": 0, "spherical": 4, "revolute": 1, "fixed": 0}
 """Numbers per frame of each joint type (the root, type ``none``, has its own 7)."""
@@ -154,6 +158,10 @@ def _read_json(path: str | os.PathLike, what: str) -> dict:
             data = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path}: not a DeepMimic {what} (JSON): {e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not a DeepMimic {what}: its JSON is nested too deeply") from None
+    except ValueError as e:  # e.g. a number of thousands of digits
+        raise InputError(f"{path}: not a DeepMimic {what} (JSON): {e}") from None
     except OSError as e:  # no permission, an I/O error of the disk
         raise InputError(f"{path}: cannot read the DeepMimic {what}: {e.strerror or e}") from None
     if not isinstance(data, dict):
@@ -226,6 +234,11 @@ def load_deepmimic(
     if (dt[:-1] <= 0).any() or dt[-1] < 0:
         raise InputError(f"{path}: every frame duration but the last must be positive")
     times = np.concatenate([[0.0], np.cumsum(dt[:-1])])
+    if times[-1] > MAX_DEEPMIMIC_SECONDS:
+        raise InputError(
+            f"{path}: the frames last {times[-1]:.4g} s, over the limit of "
+            f"{MAX_DEEPMIMIC_SECONDS:g} s (a frame duration is in seconds)"
+        )
     return DeepMimicMotion(str(path), character, times, arr[:, 1:4], arr[:, 4:8], arr[:, 8:])
 
 

@@ -98,3 +98,26 @@ def test_bad_files_are_named(tmp_path):
     bad.write_text("not json")
     with pytest.raises(ValueError, match=r"clip.txt: not a DeepMimic character file"):
         load_character(bad)
+
+
+def test_hostile_motions_are_named_before_they_expand(tmp_path):
+    """A frame lasting a million seconds, JSON nested too deeply, a number of 5000 digits, a
+    file over the size limit: one error naming the file, before anything is resampled."""
+    char = DATA / "characters" / "humanoid3d.txt"
+    rows = json.loads(CLIP.read_text())["Frames"][:3]
+    long = tmp_path / "long.txt"
+    long.write_text(json.dumps({"Frames": [[1e6, *rows[0][1:]], *rows[1:]]}))
+    with pytest.raises(ValueError, match=r"long.txt: the frames last 1e\+06 s, over the limit"):
+        load_deepmimic(long, char)
+    deep = tmp_path / "deep.txt"
+    deep.write_text('{"Frames": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ValueError, match=r"deep.txt: .*nested too deeply"):
+        load_deepmimic(deep, char)
+    digits = tmp_path / "digits.txt"
+    digits.write_text('{"Frames": [[' + "9" * 5000 + "]]}")
+    with pytest.raises(ValueError, match=r"digits.txt: not a DeepMimic motion file"):
+        load_deepmimic(digits, char)
+    big = tmp_path / "big.txt"
+    big.write_bytes(b" " * (17 << 20))
+    with pytest.raises(ValueError, match=r"big.txt"):
+        load_deepmimic(big, char)
