@@ -589,9 +589,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(e: BaseException) -> str:
-    """An exception as one line: its message with line breaks joined by ``; ``."""
+    """An exception as one line: its message with line breaks joined by ``; ``, and any other
+    control character (a raw ESC from a file, which would drive the terminal) escaped."""
     text = str(e) if not isinstance(e, OSError) or not e.strerror else _os_error(e)
-    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or repr(e)
+    line = "; ".join(part.strip() for part in text.splitlines() if part.strip()) or repr(e)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def _os_error(e: OSError) -> str:

@@ -148,3 +148,14 @@ def test_ctrl_c_while_the_command_starts_is_one_line_and_130(tmp_path):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "interrupted (Ctrl-C)" in lines[0], err
         assert not out.exists() or not any(out.iterdir())
+
+
+def test_control_characters_from_a_file_never_reach_the_terminal(monkeypatch, capsys):
+    """An error quoting a file's text (a raw ESC would drive the terminal) is escaped."""
+    import tensorpose.io.info
+
+    bad = InputError("clip.bvh: joint '\x1b[2J\x1b[31mHips' unknown")
+    monkeypatch.setattr(tensorpose.io.info, "bvh_info", _raise(bad))
+    assert main(["bvh-info", "x.bvh"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2J\\x1b[31mHips" in err
