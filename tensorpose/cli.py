@@ -374,7 +374,9 @@ def add_predict(sub) -> None:
     p.add_argument("--model", choices=("checkpoint", "blazepose"), default="checkpoint",
                    help="blazepose: MediaPipe's BlazePose (shipped, no checkpoint; OpenPose "
                    "JSON in the BLAZEPOSE_33 layout)")  # fmt: skip
-    p.add_argument("--max-people", type=int, default=1, help="blazepose: people per frame")
+    p.add_argument(
+        "--max-people", type=int, default=None, help="blazepose: people per frame (default 1)"
+    )
     p.add_argument("--image-mode", action="store_true", help="blazepose on videos: each frame "
                    "alone (default: video mode, people tracked from their landmarks)")  # fmt: skip
     group = p.add_mutually_exclusive_group()

@@ -85,6 +85,9 @@ class PoseModel:
                 joint_threshold=self.joint_threshold, nms_threshold=self.nms_threshold,
             )  # fmt: skip
 
+    counts_people: ClassVar[bool] = False
+    """Whether it is told how many people to find (``--max-people``): CenterNet keeps its
+    ``top_k``, a top-down model one person per box."""
     tracks_video: ClassVar[bool] = False
     """Whether the model has a video mode (one frame's people give the next frame's crops)."""
     landmark_layout: ClassVar[str | None] = None

@@ -91,6 +91,9 @@ def test_predict_video_with_centernet_and_as_detector(checkpoints, images, tmp_p
     out = tmp_path / "video_out"
     args = ["predict", str(video), "--checkpoint", str(checkpoints["centernet"]), "--out",
             str(out), "--device", "cpu", "--quiet", "--batch-size", "4"]  # fmt: skip
+    assert main([*args, "--max-people", "3"]) == 2  # CenterNet keeps its own top_k
+    err = capsys.readouterr().err
+    assert "--max-people" in err and "centernet" in err and not out.exists()
     assert main(args) == 0
     assert "10 frames" in capsys.readouterr().out
     assert len(list((out / "openpose").iterdir())) == 10

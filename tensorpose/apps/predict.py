@@ -304,7 +304,7 @@ def predict(
     overwrite: bool = False,
     inputs: tuple = (),
     progress: bool = True,
-    max_people: int = 1,
+    max_people: int | None = None,
     tracking: bool = True,
 ) -> PredictResult:
     """Predict every person's keypoints in an image, a folder of images or a video (with
@@ -325,7 +325,8 @@ def predict(
         overwrite: replace the outputs of an earlier run in ``out_dir``.
         inputs: other input files (checkpoints) the output may not overlap.
         progress: a tqdm progress bar over frames.
-        max_people, tracking: BlazePose: people per frame; video mode on videos.
+        max_people, tracking: BlazePose: people per frame (default 1; a model that keeps its
+            own number of people refuses it); video mode on videos.
 
     Raises:
         ValueError: a bad input (named), a top-down model without ``boxes``/``detector``, a
@@ -337,6 +338,10 @@ def predict(
     t0, input = time.perf_counter(), Path(input)
     _check_options(batch_size, box_threshold, min_score, input)
     _check_models(pose, boxes, detector)
+    if max_people is not None and not pose.counts_people:
+        raise InputError(f"--max-people applies to a model told how many people to find "
+                         f"(--model blazepose), not to a {pose.kind} model")  # fmt: skip
+    max_people = 1 if max_people is None else max_people
     video = is_video(input)
     stem = input.stem if input.is_file() else input.resolve().name
     videos = _tracked_videos(input, video, pose, tracking)
@@ -409,7 +414,7 @@ def predict_command(
     detector: str | Path | None = None,
     out: str | Path | None = None,
     device: str = "auto",
-    max_people: int = 1,
+    max_people: int | None = None,
     **options,
 ) -> tuple[PredictResult, object, Path]:
     """``tensorpose predict``: the pose model (a 2D checkpoint, or with ``model="blazepose"``
@@ -435,7 +440,7 @@ def predict_command(
         raise InputError("--model blazepose takes no --checkpoint")
     if not blaze and checkpoint is None:
         raise InputError("--checkpoint is required (or --model blazepose)")
-    if not 1 <= max_people <= 64:
+    if max_people is not None and not 1 <= max_people <= 64:
         raise InputError(f"--max-people must be in 1..64, got {max_people}")
     src = Path(input)
     out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem

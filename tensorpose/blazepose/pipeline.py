@@ -86,6 +86,8 @@ class BlazePose:
     skeleton: str = field(default="coco17", init=False)
     finds_people: ClassVar[bool] = True
     """It finds people itself (its own detector): no person boxes."""
+    counts_people: ClassVar[bool] = True
+    """It finds up to ``max_people`` people per frame (``--max-people``)."""
     tracks_video: ClassVar[bool] = True
     """Video mode: :class:`BlazePoseTracker`."""
     landmark_layout: ClassVar[str] = "BLAZEPOSE_33"
