@@ -192,6 +192,14 @@ def list_images(folder: str | Path) -> list[Path]:
         p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
     )
     if not files:
+        videos = sorted(p.name for p in folder.iterdir() if is_video(p))
+        if videos:  # e.g. the cameras of a recording, read as images (predict --image-mode)
+            more = " ..." if len(videos) > 4 else ""
+            raise InputError(
+                f"{folder}: holds videos ({', '.join(videos[:4])}{more}) but no image files; "
+                "give one video at a time for per-frame (image) mode, or "
+                "the folder without --image-mode for video mode"
+            )
         raise InputError(
             f"{folder}: no image files in this folder (looked for {', '.join(IMAGE_EXTENSIONS)})"
         )
