@@ -43,7 +43,7 @@ def read_sync(path: str | os.PathLike) -> dict[str, int]:
         raise InputError(f"{path}: not a sync file (JSON: {e})") from None
     offsets = record.get("offsets") if isinstance(record, dict) else None
     if not isinstance(offsets, dict) or not offsets:
-        raise InputError(f"{path}: not a sync file (no \"offsets\": {{folder: frames}})")
+        raise InputError(f'{path}: not a sync file (no "offsets": {{folder: frames}})')
     for folder, frames in offsets.items():  # a handful of cameras
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 0:
             raise InputError(f"{path}: the offset of {folder!r} must be whole frames >= 0, "

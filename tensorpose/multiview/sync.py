@@ -213,8 +213,8 @@ def _fundamental(cal: Calibration, a: int, b: int) -> torch.Tensor:
     """``F`` with ``x_b^T F x_a = 0`` for undistorted pixels of cameras ``a`` and ``b``."""
     R = cal.R[b] @ cal.R[a].T
     t = cal.t[b] - R @ cal.t[a]
-    tx = torch.zeros(3, 3, dtype=t.dtype)
-    tx[0, 1], tx[0, 2], tx[1, 0], tx[1, 2], tx[2, 0], tx[2, 1] = -t[2], t[1], t[2], -t[0], -t[1], t[0]
+    zero = torch.zeros((), dtype=t.dtype)
+    tx = torch.stack([zero, -t[2], t[1], t[2], zero, -t[0], -t[1], t[0], zero]).reshape(3, 3)
     return torch.linalg.inv(cal.K[b]).T @ (tx @ R) @ torch.linalg.inv(cal.K[a])
 
 
@@ -296,8 +296,9 @@ def estimate_delays(
     epipolar, tried = None, None
     frac = delays_frac = None
     if calibration is not None:
-        best, delays_frac, epipolar, tried = _by_epipolar(tracks, calibration, lags, peaks,
-                                                          window, min_confidence, reference)
+        best, delays_frac, epipolar, tried = _by_epipolar(
+            tracks, calibration, lags, peaks, window, min_confidence, reference
+        )
     delays = torch.where(best >= 0, lags[best.clamp(min=0)], 0)
     delays[reference] = 0
     frac = delays.double() + _parabola(r, best.clamp(min=0)) if delays_frac is None else delays_frac
