@@ -65,7 +65,7 @@ def sync_folder(
                           candidates=candidates)  # fmt: skip
     names = [f.name for f in folders]
     offsets = frames_to_drop(res.delays)
-    fractional = [round(v, 3) for v in frames_to_drop(res.fractional)]
+    fractional = [round(max(res.delays) - d, 3) for d in res.fractional]  # offsets + sub-frame
     record = {
         "reference": names[0],
         "offsets": dict(zip(names, offsets, strict=True)),

@@ -4,7 +4,8 @@
 ``{"reference": FOLDER, "offsets": {FOLDER: frames, ...}, "fractional": {FOLDER: frames, ...},
 "delays": {FOLDER: frames, ...}, ...}``: ``offsets`` are the whole frames to drop at the start
 of each camera so that frame ``k`` of every camera is the same instant (``>= 0``, at least one
-``0``); ``fractional`` the same with the sub-frame part; ``delays`` how much later each camera
+``0``); ``fractional`` the same with the sub-frame part (within half a frame of
+``offsets``, so possibly a little below 0); ``delays`` how much later each camera
 started than the reference (frames, ``+`` later, ``-`` earlier). Only ``offsets`` is read back.
 """
 
