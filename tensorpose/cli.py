@@ -200,7 +200,18 @@ def _triangulate(args: argparse.Namespace) -> int:
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
                     filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
                     drop=drop_rule(args.drop_rule),
-                    chunk_frames=args.chunk_frames)  # fmt: skip
+                    chunk_frames=args.chunk_frames, sync=args.sync)  # fmt: skip
+    _print(summary(r))
+    return 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from .apps.sync import summary, sync_folder
+
+    out = args.out or f"synced_{Path(args.tracks_dir).resolve().name}"
+    r = sync_folder(args.tracks_dir, out, calib_path=args.calib, fps=args.fps,
+                    max_lag=args.max_lag, min_confidence=args.min_confidence,
+                    cutoff=args.cutoff, overwrite=args.overwrite)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -544,8 +555,35 @@ def add_triangulate(sub) -> None:
     p.add_argument("--chunk-frames", type=int, default=1000,
                    help="frames read and triangulated at a time: bounds the memory, same result "
                    "(default 1000)")  # fmt: skip
+    p.add_argument("--sync", default=None, metavar="SYNC_JSON",
+                   help="frame offsets of `tensorpose sync`: drop each camera's first frames, "
+                   "keep the frames common to all")  # fmt: skip
     _add_threads(p)
     p.set_defaults(func=_triangulate)
+
+
+def add_sync(sub) -> None:
+    p = sub.add_parser(
+        "sync",
+        help="unsynchronised cameras: each camera's frame offset from the keypoint speeds",
+        description="Cross-correlate each camera's keypoint speeds with the first camera's over "
+        "a range of lags; with --calib, the epipolar agreement of the keypoints picks the lag. "
+        "Writes sync.json for `tensorpose triangulate --sync`.",
+    )
+    p.add_argument("tracks_dir", help="folder with one OpenPose JSON folder per camera")
+    p.add_argument("--calib", default=None, help="calibration (.qca.txt or .toml), optional")
+    p.add_argument("--out", default=None, help="output folder (default ./synced_<name>)")
+    p.add_argument("--fps", type=float, default=None,
+                   help="frame rate (default: as triangulate; bundled trial: 60)")  # fmt: skip
+    p.add_argument("--max-lag", type=int, default=None,
+                   help="largest offset tried, frames (default: half the shortest "
+                   "camera)")  # fmt: skip
+    p.add_argument("--min-confidence", type=float, default=0.3)
+    p.add_argument("--cutoff", type=float, default=6.0,
+                   help="low-pass cut-off of the keypoint tracks in Hz (default 6)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    _add_threads(p)
+    p.set_defaults(func=_sync)
 
 
 def add_eval_wild(sub) -> None:
@@ -577,7 +615,7 @@ def add_eval_wild(sub) -> None:
 
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
             add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
-            add_triangulate, add_eval_wild)  # fmt: skip
+            add_triangulate, add_sync, add_eval_wild)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

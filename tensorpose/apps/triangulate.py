@@ -26,6 +26,7 @@ import torch
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
+from ..io.sync import read_sync
 from ..layouts import marker_names
 from ..multiview.motion3d import (
     POSE2SIM_MAX_GAP,
@@ -101,6 +102,7 @@ def triangulate_folder(
     cutoff: float = 6.0,
     max_gap: int | None = None,
     chunk_frames: int = CHUNK_FRAMES,
+    sync: str | os.PathLike | None = None,
 ) -> dict:
     """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
@@ -117,6 +119,8 @@ def triangulate_folder(
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
             stay in the calibration's. filter, cutoff, max_gap: :func:`_filter3d`.
         chunk_frames: frames read and triangulated at a time (bounded memory, same result).
+        sync: a ``sync.json`` (``tensorpose sync``): each camera's first frames dropped, the
+            frames common to all kept.
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
     filter, jitter and the figures of :func:`tensorpose.multiview.recording.summarize`.
@@ -125,16 +129,18 @@ def triangulate_folder(
     name = name or tracks_dir.resolve().name
     filt = _filter3d(axes, filter, cutoff, max_gap, drop)
     people = check_people(people)
+    offsets = None if sync is None else (read_sync(sync), str(sync))
     if people is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, people, name, fps,
                               layout, plot, overwrite, device, (axes, filt),
                               chunk_frames=chunk_frames, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
-                              association_px=association_px, drop=drop)  # fmt: skip
+                              association_px=association_px, drop=drop,
+                              offsets=offsets)  # fmt: skip
     names = output_names(name)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
     with outputs:  # the folder's lock from here on: a second run is refused at once
-        cams = open_recording(tracks_dir, calib_path, layout)
+        cams = open_recording(tracks_dir, calib_path, layout, *(offsets or ()))
         fps, source = _fps(tracks_dir, cams.folders, fps)
         filt.check_fps(fps)
         tally = CameraAgreement(cams, min_confidence)
@@ -204,7 +210,7 @@ def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path:
 
 def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | str, name: str,
                    fps, layout, plot: bool, overwrite: bool, device, how,
-                   **options) -> dict:  # fmt: skip
+                   offsets: tuple | None = None, **options) -> dict:  # fmt: skip
     """``triangulate_folder`` with ``people``: ``"auto"`` (every person found in at least a
     tenth of the frames) or a number (that many people, the best seen; fewer found is an error
     naming ``--people``): a TRC and an NPZ per person, the tracks' PNG."""
@@ -213,7 +219,7 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
     with outputs:  # the folder's lock from here on: a second run is refused at once
-        cams = open_recording(tracks_dir, calib_path, layout)
+        cams = open_recording(tracks_dir, calib_path, layout, *(offsets or ()))
         fps, source = _fps(tracks_dir, cams.folders, fps)
         how[1].check_fps(fps)
         tally = CameraAgreement(cams, options["min_confidence"])

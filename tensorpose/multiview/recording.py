@@ -56,6 +56,7 @@ __all__ = [
     "read_cameras",
     "summarize",
     "triangulate_cameras",
+    "trim_frames",
 ]
 
 LIMBS = [
@@ -239,12 +240,35 @@ def _check_no_empty_camera(root: Path, folders: list[Path], cams: list[str],
                              "calibration")  # fmt: skip
 
 
+def trim_frames(folders: list[Path], files: list[list[str]], offsets: dict[str, int],
+                where: str) -> list[list[str]]:  # fmt: skip
+    """Each camera's frame ``files`` without its first ``offsets[folder name]`` frames, all cut
+    to the frames they have in common (``offsets``: :func:`tensorpose.io.sync.read_sync`, read
+    from ``where``, named in the errors: a folder without an offset or not there, an offset
+    that leaves no frame)."""
+    names = [f.name for f in folders]
+    if unknown := sorted(set(offsets) - set(names)):
+        raise InputError(f"{where}: no camera folder {unknown} in {folders[0].parent} "
+                         f"(folders {names})")  # fmt: skip
+    if missing := [n for n in names if n not in offsets]:
+        raise InputError(f"{where}: no offset for the camera folders {missing}")
+    left = [len(fr) - offsets[n] for n, fr in zip(names, files, strict=True)]
+    if short := [f"{n} ({offsets[n]} of {len(fr)} frames)"
+                 for n, fr, k in zip(names, files, left, strict=True) if k <= 0]:  # fmt: skip
+        raise InputError(f"{where}: offsets as long as the recording: {', '.join(short)}")
+    common = min(left)
+    return [fr[offsets[n] : offsets[n] + common] for n, fr in zip(names, files, strict=True)]
+
+
 def open_recording(
-    tracks_dir: str | os.PathLike, calib_path: str | os.PathLike, layout: str | None = None
-) -> Recording:
+    tracks_dir: str | os.PathLike, calib_path: str | os.PathLike, layout: str | None = None,
+    offsets: dict[str, int] | None = None, offsets_from: str = "--sync",
+) -> Recording:  # fmt: skip
     """Open every camera folder of ``tracks_dir`` and the calibration, matched by name: the
     frame files listed and counted, the keypoint count found (the first person of each camera;
-    the frames are read later, in chunks).
+    the frames are read later, in chunks). ``offsets`` (read from ``offsets_from``): frames
+    dropped at the start of each camera folder, then all cut to their common frames
+    (:func:`trim_frames`).
 
     Raises:
         FileNotFoundError, ValueError: missing inputs, folders that do not match the
@@ -258,6 +282,8 @@ def open_recording(
     _check_no_empty_camera(Path(tracks_dir), folders, cams, calib.names)
     calib = calib.select(cams)
     files = [frame_paths(f) for f in folders]  # text: 5x less memory
+    if offsets is not None:
+        files = trim_frames(folders, files, offsets, offsets_from)
     counts = {f.name: len(fr) for f, fr in zip(folders, files, strict=True)}
     if len(set(counts.values())) != 1:
         raise InputError(f"the camera folders have different frame counts {counts}; "
