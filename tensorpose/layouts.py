@@ -87,13 +87,10 @@ _MARKER_RENAMES: dict[str, dict[str, str]] = {
     "BODY_25": {"mid_hip": "CHip"},
     "BODY_25B": {"head_top": "Head"},
     "BLAZEPOSE_33": {"l_foot_index": "LBigToe", "r_foot_index": "RBigToe"},
-    "H36M_17": {"pelvis": "Hip"},
 }
 """Where Pose2Sim's skeletons (``Pose2Sim/skeletons.py``) name a keypoint other than the
 CamelCase of tensorpose's name: BODY_25's mid-hip is ``CHip``, BODY_25B's head top ``Head``
-(its upper neck is ``Neck``), BlazePose's foot index ``LBigToe`` / ``RBigToe``; H36M-17's
-pelvis is ``Hip`` (HALPE-26's mid-hip; its spine and thorax, which no Pose2Sim skeleton has,
-are ``Spine`` and ``Thorax``)."""
+(its upper neck is ``Neck``), BlazePose's foot index ``LBigToe`` / ``RBigToe``."""
 
 
 def marker_names(layout: str) -> list[str]:

@@ -18,7 +18,7 @@ from tensorpose.inference import evaluate, load_model
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks
 from tensorpose.io.tracks import read_tracks
-from tensorpose.layouts import COCO17_INDEX, marker_names, to_h36m17
+from tensorpose.layouts import COCO17_INDEX, to_h36m17
 from tensorpose.ops.camera import camera_to_opensim, normalize_screen
 from tensorpose.ops.gaps import bridge_missing
 from tensorpose.skeleton import get_skeleton
@@ -121,7 +121,7 @@ def test_lift_openpose_folder(ckpt, tmp_path, capsys):
     assert "x right, y down, z forward" in str(z["axes"])
     # the TRC reads back with the same numbers (Y-up: x, -y, -z), and the CSV too
     trc = read_trc(out / f"{name}.trc")
-    assert trc.names == marker_names("H36M_17") and trc.fps == 60.0  # triangulate's names
+    assert trc.names == list(H36M.names) and trc.fps == 60.0
     assert "Z towards the camera (the camera at the origin)" in trc.comment
     up = camera_to_opensim(torch.from_numpy(z["joints"]).double()).numpy()
     np.testing.assert_allclose(trc.points, up, atol=2e-6)

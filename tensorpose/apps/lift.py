@@ -28,7 +28,6 @@ from ..io.motion import write_csv, write_npz, write_trc
 from ..io.openpose import MIN_TRACK_KEYPOINTS
 from ..io.tracks import read_person
 from ..io.video import VideoWriter, iter_video, video_info
-from ..layouts import LAYOUTS, marker_names
 from ..lifting.inference import lift_keypoints, load_lifter
 from ..ops.camera import camera_to_opensim
 from ..ops.trajectory import path_length
@@ -238,13 +237,6 @@ AXES_TRC = ("X/Y/Z: camera frame turned Y up (x, -y, -z): X right, Y up, Z towar
             "(the camera at the origin), metres")  # fmt: skip
 
 
-def trc_marker_names(names: list[str]) -> list[str]:
-    """The TRC markers of a lifter's joints: an H36M-17 skeleton's named as Pose2Sim's marker
-    sets and ``triangulate`` name the same joints (``RHip``, ``LKnee``, the pelvis ``Hip``:
-    :func:`tensorpose.layouts.marker_names`); any other skeleton's names as they are."""
-    return marker_names("H36M_17") if names == LAYOUTS["H36M_17"] else names
-
-
 def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
                  skel_out: Skeleton, fps: float, root_relative: bool) -> None:  # fmt: skip
     """The npz, TRC, CSV and skeleton picture into the staging folder: joints placed with the
@@ -269,8 +261,7 @@ def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
         axes = "X/Y/Z: camera frame turned Y up (x, -y, -z), root-relative, metres"
     else:
         axes = AXES_TRC
-    markers = trc_marker_names(names)  # as triangulate names the same joints
-    write_trc(outputs.path(f"{name}.trc"), up, markers, fps, units="m", axes=axes)
+    write_trc(outputs.path(f"{name}.trc"), up, names, fps, units="m", axes=axes)
     write_csv(outputs.path(f"{name}.csv"), up, names, fps, units="m")
     T = joints.shape[0]
     idx = torch.linspace(0, T - 1, min(4, T)).round().long().unique()

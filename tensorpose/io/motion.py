@@ -12,10 +12,8 @@ TRC (Track Row Column) as OpenSim's ``TRCFileAdapter`` reads it, tab separated::
     1  0.000000  x  y  z ...
 
 OpenSim keeps the first line as free text (only ``PathFileType`` is checked), so the axes and
-units comment goes there, after the file name. Missing coordinates are written as ``NaN``,
-which OpenSim's reader (``TimeSeriesTableVec3``) and Pose2Sim read as missing; empty fields
-are not: OpenSim 4.6 miscounts a row that ends in them and refuses the file. The CSV keeps
-empty fields for missing values.
+units comment goes there, after the file name. Missing coordinates are written as empty
+fields, which OpenSim reads as NaN (as Pose2Sim writes them).
 """
 
 from __future__ import annotations
@@ -116,22 +114,21 @@ def write_trc(
         "",
     ]
     # one text row per frame, written as they are made (an hour of frames is 100s of MB)
-    _write_lines(path, lines, _rows(pts, fps, decimals, "\t", 1, "NaN"))
+    _write_lines(path, lines, _rows(pts, fps, decimals, "\t", 1))
     return path
 
 
-def _rows(pts: np.ndarray, fps: float, decimals: int, sep: str, first: int, missing: str):
+def _rows(pts: np.ndarray, fps: float, decimals: int, sep: str, first: int):
     """Text rows ``frame, time, x1, y1, z1, ...`` of ``pts (T, J, 3)`` (frames numbered from
-    ``first``; NaN written as ``missing``), a block of frames at a time: one ``%`` format per
-    row."""
+    ``first``; NaN as an empty field), a block of frames at a time: one ``%`` format per row."""
     T, width = pts.shape[0], pts.shape[1] * 3
     fmt = sep.join(["%d"] + [f"%.{decimals}f"] * (1 + width))
     for start in range(0, T, ROWS_PER_BLOCK):  # a block of frames at a time
         block = pts[start : start + ROWS_PER_BLOCK]
         block = block.reshape(len(block), width).tolist()
         yield "\n".join(
-            (fmt % (t + first, t / fps, *xyz)).replace("nan", missing)  # "%f" writes "nan"
-            for t, xyz in enumerate(block, start)  # only for NaN
+            (fmt % (t + first, t / fps, *xyz)).replace("nan", "")  # "%f" never writes "nan"
+            for t, xyz in enumerate(block, start)  # otherwise: NaN fields become empty
         )  # fmt: skip
 
 
@@ -161,7 +158,7 @@ def write_csv(
         raise ValueError(f"units must be a word such as 'm' or 'mm', got {units!r}")
     path = Path(path)
     header = ["frame", "time_s"] + [f"{n}_{a}_{units}" for n in names for a in "xyz"]
-    _write_lines(path, [",".join(header)], _rows(pts, fps, decimals, ",", 0, ""))
+    _write_lines(path, [",".join(header)], _rows(pts, fps, decimals, ",", 0))
     return path
 
 
