@@ -230,6 +230,8 @@ def read_trc(path: str | os.PathLike) -> TRC:
                 break
             continue
         fields = line.split("\t")
+        if len(fields) == 3 + 3 * n_markers and not fields[-1].strip():
+            fields.pop()  # a tab ending the row, as OpenSim's TRCFileAdapter writes them
         if len(fields) != 2 + 3 * n_markers:
             raise fail(i, f"{len(fields)} fields, expected {2 + 3 * n_markers}")
         try:

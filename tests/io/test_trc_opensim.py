@@ -3,7 +3,8 @@
 marker names, the frame count, the rate and times, and the values equal to what tensorpose meant
 (NaN where a marker is missing, the numbers elsewhere). Kinds: ``triangulate`` on the bundled
 trial (one person), ``--people auto`` on tests/data/synthetic_two_people (rows ending in missing
-markers), gaps at the end of a row and frames without any marker (``write_trc``), ``lift``."""
+markers), gaps at the end of a row and frames without any marker (``write_trc``), ``lift``;
+and tensorpose's ``read_trc`` reads the TRC OpenSim's writer makes of them."""
 
 from __future__ import annotations
 
@@ -101,6 +102,18 @@ def test_gaps_at_row_ends_and_frames_without_markers(tmp_path):
     all_missing = np.full((3, 2, 3), np.nan)  # a file with no marker at all
     check_same(write_trc(tmp_path / "none.trc", all_missing, names[:2], fps=25.0),
                all_missing, names[:2], 25.0)  # fmt: skip
+
+
+def test_read_trc_reads_what_opensim_writes(tmp_path):
+    x = np.random.default_rng(1).normal(size=(5, 3, 3))
+    x[1, -1] = x[2] = np.nan
+    names = ["Hip", "RHip", "LHip"]
+    table = opensim.TimeSeriesTableVec3(str(write_trc(tmp_path / "a.trc", x, names, fps=50.0)))
+    opensim.TRCFileAdapter().write(table, str(tmp_path / "b.trc"))  # rows end in a tab
+    assert "nan\t\n" in (tmp_path / "b.trc").read_text()
+    back = read_trc(tmp_path / "b.trc")
+    assert back.names == names and back.fps == 50.0
+    np.testing.assert_allclose(back.points, x, atol=5e-7)  # NaN at the same places
 
 
 def test_lift(tmp_path):
