@@ -40,6 +40,7 @@ __all__ = [
     "check_layout",
     "detect_layout",
     "join_evidence",
+    "joint_marker_names",
     "layout_evidence",
     "layout_from_evidence",
     "layouts_with",
@@ -86,11 +87,23 @@ LAYOUTS: dict[str, list[str]] = {
 _MARKER_RENAMES: dict[str, dict[str, str]] = {
     "BODY_25": {"mid_hip": "CHip"},
     "BODY_25B": {"head_top": "Head"},
+    "H36M_17": {"pelvis": "Hip", "thorax": "Neck", "neck": "Nose"},
     "BLAZEPOSE_33": {"l_foot_index": "LBigToe", "r_foot_index": "RBigToe"},
 }
 """Where Pose2Sim's skeletons (``Pose2Sim/skeletons.py``) name a keypoint other than the
 CamelCase of tensorpose's name: BODY_25's mid-hip is ``CHip``, BODY_25B's head top ``Head``
-(its upper neck is ``Neck``), BlazePose's foot index ``LBigToe`` / ``RBigToe``."""
+(its upper neck is ``Neck``), BlazePose's foot index ``LBigToe`` / ``RBigToe``. H36M_17 (what
+``lift`` writes) takes the names of Pose2Sim's HALPE_26 markers (its default body model) for
+the same body points: the pelvis is ``Hip`` (the mid-hip), the thorax ``Neck`` (the base of
+the neck, between the shoulders), H36M's neck/nose ``Nose``, the head top ``Head``; the spine
+(no Pose2Sim marker) stays ``Spine``."""
+
+
+def _camel(name: str) -> str:
+    """``l_big_toe`` -> ``LBigToe``, ``nose`` -> ``Nose``."""
+    parts = name.split("_")
+    side = parts.pop(0).upper() if parts[0] in ("l", "r") and len(parts) > 1 else ""
+    return side + "".join(p.capitalize() for p in parts)
 
 
 def marker_names(layout: str) -> list[str]:
@@ -100,13 +113,18 @@ def marker_names(layout: str) -> list[str]:
     as BODY_25B's eyes and ears, get the same CamelCase: ``LEye``, ``REar``)."""
     check_layout(layout)
     renames = _MARKER_RENAMES.get(layout, {})
+    return [renames.get(n, _camel(n)) for n in LAYOUTS[layout]]
 
-    def camel(name: str) -> str:
-        parts = name.split("_")
-        side = parts.pop(0).upper() if parts[0] in ("l", "r") and len(parts) > 1 else ""
-        return side + "".join(p.capitalize() for p in parts)
 
-    return [renames.get(n, camel(n)) for n in LAYOUTS[layout]]
+def joint_marker_names(names: Sequence[str]) -> list[str]:
+    """TRC marker names of joints named ``names`` (a skeleton's, e.g. the lifter's ``h36m17``):
+    :func:`marker_names` of the layout whose keypoints are exactly ``names``, else each name's
+    CamelCase."""
+    names = list(names)
+    for layout, keypoints in LAYOUTS.items():  # a handful of layouts
+        if keypoints == names:
+            return marker_names(layout)
+    return [_camel(n) for n in names]
 
 
 COCO17_INDEX: dict[str, list[int]] = {

@@ -91,6 +91,13 @@ def test_bridge_missing_equals_np_interp():
         bridge_missing(xy, missing)
 
 
+LIFT_MARKERS = ["Hip", "RHip", "RKnee", "RAnkle", "LHip", "LKnee", "LAnkle", "Spine", "Neck",
+                "Nose", "Head", "LShoulder", "LElbow", "LWrist", "RShoulder", "RElbow",
+                "RWrist"]  # fmt: skip
+"""lift's TRC marker names of the h36m17 joints: Pose2Sim's (HALPE_26's) for the same body points,
+as triangulate names them (``tests/test_triangulate_outputs.py``)."""
+
+
 def test_lift_openpose_folder(ckpt, tmp_path, capsys):
     out = tmp_path / "o"
     rc = main(["lift", str(CAM01), "--checkpoint", str(ckpt), "--size", "1088x1920",
@@ -121,7 +128,8 @@ def test_lift_openpose_folder(ckpt, tmp_path, capsys):
     assert "x right, y down, z forward" in str(z["axes"])
     # the TRC reads back with the same numbers (Y-up: x, -y, -z), and the CSV too
     trc = read_trc(out / f"{name}.trc")
-    assert trc.names == list(H36M.names) and trc.fps == 60.0
+    assert trc.names == LIFT_MARKERS and trc.fps == 60.0  # triangulate's names (Pose2Sim's)
+    assert list(z["marker_names"]) == LIFT_MARKERS
     assert "Z towards the camera (the camera at the origin)" in trc.comment
     up = camera_to_opensim(torch.from_numpy(z["joints"]).double()).numpy()
     np.testing.assert_allclose(trc.points, up, atol=2e-6)

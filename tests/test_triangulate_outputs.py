@@ -12,7 +12,7 @@ from tensorpose.apps.triangulate import summary, triangulate_folder
 from tensorpose.io.motion import read_trc
 from tensorpose.io.openpose import bundled_tracks
 from tensorpose.io.video import VideoWriter
-from tensorpose.layouts import marker_names
+from tensorpose.layouts import LAYOUTS, joint_marker_names, marker_names
 from tensorpose.multiview.motion3d import Filter3D, filter_points
 
 TRACKS = bundled_tracks()[0].parent
@@ -43,6 +43,27 @@ def test_marker_names_are_pose2sims(layout, table):
     names = marker_names(layout)
     assert {i: names[i] for i in table} == table
     assert len(set(names)) == len(names)
+
+
+POSE2SIM_HALPE_26 = {  # Pose2Sim/skeletons.py HALPE_26 (its default model): the named points
+    "Hip": "mid-hip", "Neck": "base of the neck", "Head": "head top", "Nose": "nose",
+}  # fmt: skip
+
+
+def test_lift_names_its_joints_as_triangulate():
+    """lift's h36m17 joints get the marker name triangulate writes for the same keypoint
+    (BODY_25B, BODY_25, COCO_17), the others HALPE_26's names for the same body points."""
+    h36m = LAYOUTS["H36M_17"]
+    lifted = dict(zip(h36m, joint_marker_names(h36m), strict=True))
+    assert lifted == dict(zip(h36m, marker_names("H36M_17"), strict=True))
+    for layout in ("BODY_25B", "BODY_25", "COCO_17"):
+        ours = dict(zip(LAYOUTS[layout], marker_names(layout), strict=True))
+        shared = [j for j in h36m if j in ours and j != "neck"]  # BODY_25B's neck: upper neck
+        assert len(shared) == 12 and all(lifted[j] == ours[j] for j in shared)
+    assert [lifted[j] for j in ("pelvis", "thorax", "neck", "head", "spine")] == [
+        "Hip", "Neck", "Nose", "Head", "Spine"]  # fmt: skip
+    assert set(POSE2SIM_HALPE_26) <= set(lifted.values())
+    assert len(set(lifted.values())) == 17
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from ..io.motion import write_csv, write_npz, write_trc
 from ..io.openpose import MIN_TRACK_KEYPOINTS
 from ..io.tracks import read_person
 from ..io.video import VideoWriter, iter_video, video_info
+from ..layouts import joint_marker_names
 from ..lifting.inference import lift_keypoints, load_lifter
 from ..ops.camera import camera_to_opensim
 from ..ops.trajectory import path_length
@@ -249,6 +250,7 @@ def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
         "joints": joints.float().numpy(), "names": np.array(names), "fps": np.float64(fps),
         "missing": r["missing"].numpy(), "input_names": np.array(skel_in.names),
         "keypoints_2d": r["pixels"].float().numpy(),
+        "marker_names": np.array(joint_marker_names(names)),
     }  # fmt: skip
     if not root_relative:
         arrays |= {
@@ -261,7 +263,8 @@ def _write_files(outputs: OutputFolder, name: str, r: dict, skel_in: Skeleton,
         axes = "X/Y/Z: camera frame turned Y up (x, -y, -z), root-relative, metres"
     else:
         axes = AXES_TRC
-    write_trc(outputs.path(f"{name}.trc"), up, names, fps, units="m", axes=axes)
+    markers = joint_marker_names(names)  # Pose2Sim's marker names, as triangulate's TRC
+    write_trc(outputs.path(f"{name}.trc"), up, markers, fps, units="m", axes=axes)
     write_csv(outputs.path(f"{name}.csv"), up, names, fps, units="m")
     T = joints.shape[0]
     idx = torch.linspace(0, T - 1, min(4, T)).round().long().unique()

@@ -12,8 +12,12 @@ TRC (Track Row Column) as OpenSim's ``TRCFileAdapter`` reads it, tab separated::
     1  0.000000  x  y  z ...
 
 OpenSim keeps the first line as free text (only ``PathFileType`` is checked), so the axes and
-units comment goes there, after the file name. Missing coordinates are written as empty
-fields, which OpenSim reads as NaN (as Pose2Sim writes them).
+units comment goes there, after the file name. Missing coordinates are written as ``nan``, as
+OpenSim's own ``TRCFileAdapter.write`` writes them: OpenSim 4.6's reader takes ``nan`` (any
+case) anywhere, but an empty field only inside a row; it drops a row's last field when it is
+empty and rejects the row ("Unexpected number of columns"). Pose2Sim writes NaN as empty fields
+(pandas' ``to_csv``) and reads ``nan`` back as NaN (pandas' ``read_csv``), as does
+:func:`read_trc`. The CSV keeps empty fields for missing values.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def write_trc(
 
     Args:
         path: output file.
-        points: ``(T, J, 3)`` tensor or array, NaN for missing markers.
+        points: ``(T, J, 3)`` tensor or array, NaN for missing markers (written ``nan``).
         names: ``J`` marker names (no whitespace).
         fps: frame rate (``DataRate``, ``CameraRate`` and ``OrigDataRate``).
         units: ``Units`` field (``"m"`` or ``"mm"``).
@@ -114,22 +118,22 @@ def write_trc(
         "",
     ]
     # one text row per frame, written as they are made (an hour of frames is 100s of MB)
-    _write_lines(path, lines, _rows(pts, fps, decimals, "\t", 1))
+    _write_lines(path, lines, _rows(pts, fps, decimals, "\t", 1, "nan"))
     return path
 
 
-def _rows(pts: np.ndarray, fps: float, decimals: int, sep: str, first: int):
+def _rows(pts: np.ndarray, fps: float, decimals: int, sep: str, first: int, missing: str):
     """Text rows ``frame, time, x1, y1, z1, ...`` of ``pts (T, J, 3)`` (frames numbered from
-    ``first``; NaN as an empty field), a block of frames at a time: one ``%`` format per row."""
+    ``first``; NaN as the field ``missing``), a block of frames at a time: one ``%`` format per
+    row."""
     T, width = pts.shape[0], pts.shape[1] * 3
     fmt = sep.join(["%d"] + [f"%.{decimals}f"] * (1 + width))
     for start in range(0, T, ROWS_PER_BLOCK):  # a block of frames at a time
         block = pts[start : start + ROWS_PER_BLOCK]
         block = block.reshape(len(block), width).tolist()
-        yield "\n".join(
-            (fmt % (t + first, t / fps, *xyz)).replace("nan", "")  # "%f" never writes "nan"
-            for t, xyz in enumerate(block, start)  # otherwise: NaN fields become empty
-        )  # fmt: skip
+        text = "\n".join(fmt % (t + first, t / fps, *xyz) for t, xyz in enumerate(block, start))
+        # "%f" writes NaN (-NaN too) as "nan" and no number as "nan"
+        yield text if missing == "nan" else text.replace("nan", missing)
 
 
 def _write_lines(path: Path, head: list[str], rows) -> None:
@@ -158,13 +162,13 @@ def write_csv(
         raise ValueError(f"units must be a word such as 'm' or 'mm', got {units!r}")
     path = Path(path)
     header = ["frame", "time_s"] + [f"{n}_{a}_{units}" for n in names for a in "xyz"]
-    _write_lines(path, [",".join(header)], _rows(pts, fps, decimals, ",", 0))
+    _write_lines(path, [",".join(header)], _rows(pts, fps, decimals, ",", 0, ""))
     return path
 
 
 @dataclass
 class TRC:
-    """A ``.trc`` file: ``points (T, J, 3)`` float64 (NaN where a field is empty), marker
+    """A ``.trc`` file: ``points (T, J, 3)`` float64 (NaN where a field is ``nan`` or empty), marker
     ``names``, ``frames`` and ``time`` ``(T,)``, ``fps`` (``DataRate``), ``camera_rate``,
     ``units``, the ``header`` metadata (key -> text) and the first line's ``comment`` (text
     after the file name)."""
@@ -226,6 +230,8 @@ def read_trc(path: str | os.PathLike) -> TRC:
                 break
             continue
         fields = line.split("\t")
+        if len(fields) == 3 + 3 * n_markers and not fields[-1].strip():
+            fields.pop()  # a tab ending the row, as OpenSim's TRCFileAdapter writes them
         if len(fields) != 2 + 3 * n_markers:
             raise fail(i, f"{len(fields)} fields, expected {2 + 3 * n_markers}")
         try:

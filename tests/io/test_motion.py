@@ -1,6 +1,7 @@
 """io.export: TRC and CSV writers against the formats' own rules (OpenSim's TRCFileAdapter
-reads tab-separated fields, keeps empty ones, and checks the header keys and X1..Zn labels),
-and the TRC round trip through read_trc."""
+reads tab-separated fields, drops a row's last field when it is empty, and checks the header
+keys and X1..Zn labels; tests/io/test_trc_opensim.py loads the files with OpenSim itself), and
+the TRC round trip through read_trc."""
 
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ def test_trc_layout_follows_the_format(tmp_path):
     assert len(rows) == 5 and all(len(r) == 2 + 3 * 3 for r in rows)
     assert [int(r[0]) for r in rows] == [1, 2, 3, 4, 5]
     np.testing.assert_allclose([float(r[1]) for r in rows], np.arange(5) / 60, atol=1e-6)
-    assert rows[1][2 + 6 : 2 + 9] == ["", "", ""]  # missing marker: empty fields
-    assert all(v == "" for v in rows[3][2:])
+    assert rows[1][2 + 6 : 2 + 9] == ["nan"] * 3  # missing marker, last of its row: nan
+    assert all(v == "nan" for v in rows[3][2:])  # no empty field anywhere
+    assert all(v for r in rows for v in r)
     np.testing.assert_allclose([float(v) for v in rows[0][2:]], x[0].ravel(), atol=5e-7)
 
 
@@ -79,10 +81,11 @@ def test_csv_layout(tmp_path):
     assert float(rows[3][1]) == pytest.approx(2 / 50)
 
 
-def naive_rows(x: np.ndarray, fps: float, sep: str, first: int, decimals: int = 6) -> list[str]:
-    """The data rows, each value formatted on its own (empty for NaN)."""
+def naive_rows(x: np.ndarray, fps: float, sep: str, first: int, missing: str,
+               decimals: int = 6) -> list[str]:  # fmt: skip
+    """The data rows, each value formatted on its own (``missing`` for NaN)."""
     return [sep.join([str(t + first), f"{t / fps:.{decimals}f}"]
-                     + ["" if math.isnan(v) else f"{v:.{decimals}f}" for v in row.ravel()])
+                     + [missing if math.isnan(v) else f"{v:.{decimals}f}" for v in row.ravel()])
             for t, row in enumerate(x)]  # fmt: skip
 
 
@@ -95,9 +98,9 @@ def test_rows_equal_value_by_value_formatting(tmp_path, monkeypatch, block):
     x[0, 0] = [-0.0, -1e-9, 5e-7]  # rounding to -0.000000 and 0.000001
     x[2, 1, 0] = -np.nan
     lines = write_trc(tmp_path / "a.trc", x, NAMES, fps=29.97, decimals=4).read_text()
-    assert lines.split("\n")[6:-1] == naive_rows(x, 29.97, "\t", 1, 4)
+    assert lines.split("\n")[6:-1] == naive_rows(x, 29.97, "\t", 1, "nan", 4)
     lines = write_csv(tmp_path / "a.csv", x, NAMES, fps=25).read_text()
-    assert lines.split("\n")[1:-1] == naive_rows(x, 25, ",", 0)
+    assert lines.split("\n")[1:-1] == naive_rows(x, 25, ",", 0, "")
     assert write_trc(tmp_path / "e.trc", x[:0], NAMES, fps=30).read_text().count("\n") == 6
 
 
