@@ -478,7 +478,7 @@ def add_lift(sub) -> None:
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
     p.add_argument("--camera", default=None, help="camera name in --calib")
     p.add_argument("--size", type=_size, default=None, metavar="WxH",
-                   help="image size (default: from --calib, the input file or --video)")  # fmt: skip
+                   help="image size (default: --calib's, the input's or --video's)")  # fmt: skip
     p.add_argument("--video", default=None, help="the recording: write an MP4 overlay")
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
     p.add_argument("--reproject", action="store_true",

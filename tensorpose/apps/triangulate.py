@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -37,7 +38,6 @@ from ..multiview.motion3d import (
     find_fps,
     to_axes,
 )
-from ..errors import InputError
 from ..multiview.people import (
     MAX_PEOPLE,
     centres,
@@ -196,9 +196,11 @@ def _choose_person(cams, tri, tally: CameraAgreement, **options) -> tuple:
     for t in everyone:  # a handful
         c = centres(t.points, t.valid)
         where = np.nanmean(c, 0) if np.isfinite(c).all(-1).any() else None
-        people.append({"frames": int((t.person >= 0).any(-1).sum()),
-                       "camera_frames": int((t.person >= 0).sum()),
-                       "centre_m": None if where is None else [float(v) for v in where]})  # fmt: skip
+        people.append({
+            "frames": int((t.person >= 0).any(-1).sum()),
+            "camera_frames": int((t.person >= 0).sum()),
+            "centre_m": None if where is None else [float(v) for v in where],
+        })  # fmt: skip
     chosen = {"person": k, "people": people}
     if np.array_equal(everyone[k].person, tri.person):  # the same detections in every frame
         return tri, tally, chosen

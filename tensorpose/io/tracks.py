@@ -438,8 +438,9 @@ def read_person(
         layout: keypoint layout (default: detected from the keypoint count and geometry).
         person: track index (default: the track present in the most frames, after linking;
             ties: the most frames with every joint the lifter needs, then the most found
-            keypoints; both counting the joints of confidence ``min_confidence`` or more, the ones ``lift`` uses: the
-            choice is the same before and after ``smooth``, which keeps only those).
+            keypoints; both counting the joints of confidence ``min_confidence`` or more, the
+            ones ``lift`` uses: the choice is the same before and after ``smooth``, which keeps
+            only those).
         progress: a progress bar while reading an OpenPose folder of 300 files or more.
 
     Returns:
