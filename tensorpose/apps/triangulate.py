@@ -183,7 +183,7 @@ def _choose_person(cams, tri, tally: CameraAgreement, **options) -> tuple:
     """With two people or more seen by two cameras (each in a tenth of the frames or more,
     :func:`triangulate_cameras_people`): the one most cameras see longest
     (:func:`seen_most`) instead of ``tri`` (each frame's best-supported candidate) where the
-    two differ in any frame, its agreement, and what was chosen (None: one person)."""
+    two differ in any frame, the cameras' agreement, and what was chosen (None: one person)."""
     again = CameraAgreement(cams, options["min_confidence"])
     try:
         everyone = triangulate_cameras_people(cams, None, agreement=again, **options)
@@ -204,7 +204,8 @@ def _choose_person(cams, tri, tally: CameraAgreement, **options) -> tuple:
     chosen = {"person": k, "people": people}
     if np.array_equal(everyone[k].person, tri.person):  # the same detections in every frame
         return tri, tally, chosen
-    again.keep = [again.keep[k]]
+    # the cameras' agreement over every person kept (as ``--people``): a camera that sees
+    # only the other person agrees with the people it sees
     return everyone[k], again, chosen
 
 
