@@ -471,8 +471,8 @@ def add_lift(sub) -> None:
         "--person",
         type=int,
         default=None,
-        help="track (default: the one seen in most frames; ties: most frames with every joint "
-        "the lifter needs)",
+        help="track (default: the one seen in most frames, of those seen at least once with every "
+        "joint the lifter needs)",
     )
     p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")

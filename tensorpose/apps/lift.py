@@ -320,7 +320,8 @@ line names the others then)."""
 
 def chosen_line(r: dict[str, Any]) -> list[str]:
     """One line naming the person taken when the input holds more than one (tracks present in at
-    least :data:`PERSON_MIN_FRAMES` of the frames), and ``--person``; none otherwise."""
+    least :data:`PERSON_MIN_FRAMES` of the frames), and ``--person``; none otherwise (nor when
+    ``--person`` was given)."""
     counts, centres = r["tracks"], r.get("track_centres") or []
     if r.get("person_given") or len(centres) != len(counts):
         return []
@@ -334,8 +335,8 @@ def chosen_line(r: dict[str, Any]) -> list[str]:
         return f"track {k} ({counts[k]} frames, {where})"
 
     others = "; ".join(who(k) for k in people if k != r["person"])  # a handful
-    return [f"  {len(people)} people found: took {who(r['person'])}, the one seen in most frames; "
-            f"also {others}: pass --person N for another"]  # fmt: skip
+    return [f"  {len(people)} people found: took {who(r['person'])}, the longest seen whole once "
+            f"or more; also {others}: pass --person N for another"]  # fmt: skip
 
 
 def summary(r: dict[str, Any]) -> list[str]:

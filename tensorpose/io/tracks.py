@@ -402,10 +402,11 @@ def read_tracks(
 
 def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
                  source: Path) -> tuple[int, list[int]]:  # fmt: skip
-    """``tracks (T, P, K, 3)``: the chosen track (default: the one present in the most frames;
-    ties: the most frames in which every joint of the lifter's skeleton (``h36m17``, made from
-    the layout) is found, then the most found keypoints over all frames, then the first; never
-    the largest in the image) and the frames each track is present in."""
+    """``tracks (T, P, K, 3)``: the chosen track (default: of the tracks seen whole at least
+    once, i.e. with every joint of the lifter's skeleton (``h36m17``, made from the layout)
+    found in a frame, the one present in the most frames; ties: the most frames seen whole, then
+    the most found keypoints over all frames, then the first; never the largest in the image)
+    and the frames each track is present in."""
     seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
     counts = [int(n) for n in seen.any(-1).sum(0)]
     if not counts:
@@ -414,7 +415,8 @@ def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
         whole = torch.isfinite(to_h36m17(tracks, layout)[..., :2]).all(-1).all(-1)  # (T, P)
         covered = whole.sum(0).tolist()
         keypoints = seen.sum((0, 2)).tolist()
-        best = max(range(len(counts)), key=lambda p: (counts[p], covered[p], keypoints[p], -p))
+        rank = [(c > 0, n, c, k) for n, c, k in zip(counts, covered, keypoints, strict=True)]
+        best = max(range(len(counts)), key=lambda p: (*rank[p], -p))
         return best, counts
     if not 0 <= person < len(counts):
         raise InputError(
@@ -436,9 +438,10 @@ def read_person(
     Args:
         path: an OpenPose JSON folder, a ``.json`` COCO results file or an ``.npz``.
         layout: keypoint layout (default: detected from the keypoint count and geometry).
-        person: track index (default: the track present in the most frames, after linking;
-            ties: the most frames with every joint the lifter needs, then the most found
-            keypoints; both counting the joints of confidence ``min_confidence`` or more, the
+        person: track index (default, after linking: of the tracks seen whole at least once
+            (every joint the lifter needs found in a frame), the one present in the most
+            frames; ties: the most frames seen whole, then the most found keypoints; all
+            counting the joints of confidence ``min_confidence`` or more, the
             ones ``lift`` uses: the choice is the same before and after ``smooth``, which keeps
             only those).
         progress: a progress bar while reading an OpenPose folder of 300 files or more.
