@@ -50,7 +50,7 @@ def _shortest_augmenting_paths(cost: list[list[float]]) -> list[int]:
         while sink == -1:  # Dijkstra over the columns left
             sr[i] = True
             index, lowest = -1, math.inf
-            for it, j in enumerate(remaining):
+            for it, j in enumerate(remaining):  # the columns left (a handful of detections)
                 r = min_val + cost[i][j] - u[i] - v[j]
                 if r < spc[j]:
                     path[j], spc[j] = i, r
@@ -66,10 +66,10 @@ def _shortest_augmenting_paths(cost: list[list[float]]) -> list[int]:
             remaining[index] = remaining[-1]
             remaining.pop()
         u[cur] += min_val
-        for i in range(nr):
+        for i in range(nr):  # dual update of the rows visited (a handful)
             if sr[i] and i != cur:
                 u[i] += min_val - spc[col4row[i]]
-        for j in range(nc):
+        for j in range(nc):  # dual update of the columns visited (a handful)
             if sc[j]:
                 v[j] -= min_val - spc[j]
         j = sink
