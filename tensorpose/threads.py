@@ -7,7 +7,7 @@
   torch's OpenMP threads that wait at the end of a parallel region yield their core instead of
   spinning on it. On a machine where another process competes for the cores, spinning threads
   hold a core the late thread needs, and every parallel region then waits for a time slice:
-  the issue-23 measurement was 10x slower training steps with one competing process. The wait
+  measured: 10x slower training steps with one competing process (docs/threads.md). The wait
   policy changes no number: work is split among the threads exactly as before.
 - **How many threads.** ``--threads N`` on every command that computes (``train`` and
   ``demo``: ``train.threads``); without it, :func:`default_threads`: half the CPUs this process
