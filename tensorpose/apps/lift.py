@@ -98,11 +98,10 @@ CODEC_PAD_PX = 16
 """Video encoders store frames in 16 x 16 blocks: a 1080-pixel side may be calibrated as 1088."""
 
 
-def _check_video(video: str | os.PathLike, frames: int, size) -> tuple[int, int]:
+def _check_video(video: str | os.PathLike, frames: int, size) -> None:
     """The video's frame count must equal ``frames`` and its size the image size, or differ
     from it by less than :data:`CODEC_PAD_PX` per side (an encoder's padding or crop, which
-    leaves the pixel coordinates as they are: drawn as is, with a one-line notice). Returns the
-    image size: ``size``, or the video's when ``size`` is None."""
+    leaves the pixel coordinates as they are: drawn as is, with a one-line notice)."""
     try:
         n, _, vsize = video_info(video)
     except ValueError as e:
@@ -110,13 +109,12 @@ def _check_video(video: str | os.PathLike, frames: int, size) -> tuple[int, int]
     if n > 0 and n != frames:
         raise InputError(f"--video {video} has {n} frames but the keypoints have {frames}")
     if size is None or tuple(size) == tuple(vsize):
-        return (int(vsize[0]), int(vsize[1]))
+        return
     what = f"--video {video} is {vsize[0]}x{vsize[1]} but the image size is {size[0]}x{size[1]}"
     if any(abs(int(a) - int(b)) >= CODEC_PAD_PX for a, b in zip(size, vsize, strict=True)):
         raise InputError(what)
     print(f"tensorpose lift: {what}: drawn on as is (the difference of under {CODEC_PAD_PX} px "
           "is taken for an encoder's padding)", file=sys.stderr)  # fmt: skip
-    return size
 
 
 def lift(
@@ -151,8 +149,7 @@ def lift(
         checkpoint: ``.pt`` lifting checkpoint, VideoPose3D ``.bin``, or None (bundled).
         out: output folder (default ``./lift_<name>``, ``name`` the input's stem).
         calib, camera: a calibration file and camera name (image size, and ``K`` for
-            intrinsics-normalised models); ``size``: ``(w, h)`` instead; with neither (nor a
-            size stored in the input), the size of ``video``.
+            intrinsics-normalised models); ``size``: ``(w, h)`` instead.
         video: the recording, for ``<name>.mp4`` (2D skeleton on the frames, 3D beside).
         flip: test-time flip averaging.
         min_confidence: joints below it are missing (bridged).
@@ -186,10 +183,10 @@ def lift(
         if not (math.isfinite(fps_used) and 0.1 <= fps_used <= 10_000):  # the file's own fps
             raise InputError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
                              "pass --fps")  # fmt: skip
-        T = kp.keypoints.shape[0]
-        if video is not None:  # the image size from the video when nothing else gives it
-            size = _check_video(video, T, size)
         _check_inside_image(kp.keypoints, size, src)
+        T = kp.keypoints.shape[0]
+        if video is not None:
+            _check_video(video, T, size)
         lifter = load_lifter(checkpoint, device, vp3d_joints)
         r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject, fps_used)
         skel_in = lifter.skeleton_in
@@ -199,8 +196,7 @@ def lift(
                          fps_used, progress, root_relative)  # fmt: skip
         written = outputs.commit()
     return _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence,
-                   out_dir, written, t0) | {"root_relative": root_relative,
-                                            "person_given": person is not None}  # fmt: skip
+                   out_dir, written, t0) | {"root_relative": root_relative}  # fmt: skip
 
 
 def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence, out_dir,
@@ -215,7 +211,6 @@ def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confid
         "layout_reason": kp.layout_reason,
         "tracks": kp.track_frames,
         "person": kp.person,
-        "track_centres": kp.track_centres,
         "dropped_detections": kp.dropped_detections,
         "frames": kp.keypoints.shape[0],
         "joints": lifter.skeleton_out.num_joints,
@@ -316,32 +311,6 @@ def _dropped(n: int) -> str:
     )
 
 
-PERSON_MIN_FRAMES = 0.1
-"""A track present in at least this fraction of the frames counts as a person (the chosen-person
-line names the others then)."""
-
-
-def chosen_line(r: dict[str, Any]) -> list[str]:
-    """One line naming the person taken when the input holds more than one (tracks present in at
-    least :data:`PERSON_MIN_FRAMES` of the frames), and ``--person``; none otherwise (nor when
-    ``--person`` was given)."""
-    counts, centres = r["tracks"], r.get("track_centres") or []
-    if r.get("person_given") or len(centres) != len(counts):
-        return []
-    people = [k for k, n in enumerate(counts) if n >= max(PERSON_MIN_FRAMES * r["frames"], 1)]
-    if len(people) < 2:
-        return []
-
-    def who(k: int) -> str:
-        c = centres[k]
-        where = f"mean box centre ({c[0]:.0f}, {c[1]:.0f}) px" if c is not None else "never seen"
-        return f"track {k} ({counts[k]} frames, {where})"
-
-    others = "; ".join(who(k) for k in people if k != r["person"])  # a handful
-    return [f"  {len(people)} people found: took {who(r['person'])}, the longest seen whole once "
-            f"or more; also {others}: pass --person N for another"]  # fmt: skip
-
-
 def summary(r: dict[str, Any]) -> list[str]:
     """The lines ``tensorpose lift`` prints."""
     tracks = ", ".join(map(str, r["tracks"]))
@@ -352,7 +321,6 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"({r['layout_reason']})",
         f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})"
         + _dropped(r.get("dropped_detections", 0)),
-        *chosen_line(r),
         f"  bridged {r['bridged_joints']} joint-frames in {r['bridged_frames']} frames "
         f"(confidence < {r['min_confidence']} or missing; {r['absent_frames']} frames with no "
         "joint), by linear interpolation in time",

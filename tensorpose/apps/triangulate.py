@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -38,13 +37,7 @@ from ..multiview.motion3d import (
     find_fps,
     to_axes,
 )
-from ..multiview.people import (
-    MAX_PEOPLE,
-    centres,
-    check_people,
-    seen_most,
-    triangulate_cameras_people,
-)
+from ..multiview.people import MAX_PEOPLE, centres, check_people, triangulate_cameras_people
 from ..multiview.recording import (
     CHUNK_FRAMES,
     CameraAgreement,
@@ -155,11 +148,6 @@ def triangulate_folder(
                                   association_px=association_px,
                                   max_reprojection_px=max_reprojection_px, drop=drop, device=device,
                                   chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
-        tri, tally, chosen = _choose_person(cams, tri, tally, device=device,
-                                            chunk_frames=chunk_frames,
-                                            min_confidence=min_confidence,
-                                            max_reprojection_px=max_reprojection_px,
-                                            association_px=association_px, drop=drop)  # fmt: skip
         agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
                                     calib_path)  # fmt: skip
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
@@ -175,56 +163,7 @@ def triangulate_folder(
         "cameras": cams.names, "folders": [f.name for f in cams.folders],
         "calibration": str(calib_path), "layout": cams.layout, "fps": fps,
         "fps_source": source, "camera_agreement": agreement, **figures, **summarize(tri),
-        "chosen": chosen,
     }  # fmt: skip
-
-
-def _choose_person(cams, tri, tally: CameraAgreement, **options) -> tuple:
-    """With two people or more seen by two cameras (each in a tenth of the frames or more,
-    :func:`triangulate_cameras_people`): the one most cameras see longest
-    (:func:`seen_most`) instead of ``tri`` (each frame's best-supported candidate) where the
-    two differ in any frame, the cameras' agreement, and what was chosen (None: one person)."""
-    again = CameraAgreement(cams, options["min_confidence"])
-    try:
-        everyone = triangulate_cameras_people(cams, None, agreement=again, **options)
-    except InputError:  # none, or more than MAX_PEOPLE: the rule of each frame stays
-        return tri, tally, None
-    if len(everyone) < 2:
-        return tri, tally, None
-    k = seen_most(everyone)
-    people = []
-    for t in everyone:  # a handful
-        c = centres(t.points, t.valid)
-        where = np.nanmean(c, 0) if np.isfinite(c).all(-1).any() else None
-        people.append({
-            "frames": int((t.person >= 0).any(-1).sum()),
-            "camera_frames": int((t.person >= 0).sum()),
-            "centre_m": None if where is None else [float(v) for v in where],
-        })  # fmt: skip
-    chosen = {"person": k, "people": people}
-    if np.array_equal(everyone[k].person, tri.person):  # the same detections in every frame
-        return tri, tally, chosen
-    # the cameras' agreement over every person kept (as ``--people``): a camera that sees
-    # only the other person agrees with the people it sees
-    return everyone[k], again, chosen
-
-
-def _chosen_line(r: dict) -> list[str]:
-    """One line naming the person taken when two or more were found, and ``--people``."""
-    chosen = r.get("chosen")
-    if not chosen:
-        return []
-    people, k = chosen["people"], chosen["person"]
-
-    def who(i: int) -> str:
-        p, c = people[i], people[i]["centre_m"]
-        where = "" if c is None else f", mean centre ({c[0]:.2f}, {c[1]:.2f}, {c[2]:.2f}) m"
-        return (f"person {i + 1} ({p['frames']} frames, {p['camera_frames']} camera-frames"
-                f"{where})")  # fmt: skip
-
-    others = "; ".join(who(i) for i in range(len(people)) if i != k)  # a handful
-    return [f"  {len(people)} people seen by two cameras or more: took {who(k)}, the one most "
-            f"cameras see longest; also {others}: pass --people auto for each"]  # fmt: skip
 
 
 def _filtered(tris: list, filt: Filter3D, fps: float) -> list[tuple | None]:
@@ -350,7 +289,6 @@ def summary(r: dict) -> list[str]:
     return [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}",
-        *_chosen_line(r),
         *_camera_lines(r),
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",

@@ -46,15 +46,7 @@ from .openpose import (
 )
 from .safe_pickle import _MAX_HEADER, _read_header
 
-__all__ = [
-    "Detections",
-    "Keypoints2D",
-    "Tracks",
-    "box_centres",
-    "read_detections",
-    "read_person",
-    "read_tracks",
-]
+__all__ = ["Detections", "Keypoints2D", "Tracks", "read_detections", "read_person", "read_tracks"]
 
 MAX_JSON_BYTES = 1 << 30
 """Largest COCO results file read (1 GiB)."""
@@ -179,8 +171,6 @@ class Keypoints2D:
         fps, size: frame rate and ``(width, height)`` stored in the file, if any.
         dropped_detections: detections too small to start a track, left out (see
             :class:`Tracks`).
-        track_centres: each track's mean box centre ``(x, y)`` in pixels (the box of its
-            found keypoints, averaged over the frames it is present in; None: never present).
     """
 
     keypoints: torch.Tensor
@@ -192,7 +182,6 @@ class Keypoints2D:
     fps: float | None = None
     size: tuple[int, int] | None = None
     dropped_detections: int = 0
-    track_centres: list[tuple[float, float] | None] = field(default_factory=list)
 
 
 def _read_coco_results(path: Path) -> list[np.ndarray]:
@@ -402,11 +391,10 @@ def read_tracks(
 
 def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
                  source: Path) -> tuple[int, list[int]]:  # fmt: skip
-    """``tracks (T, P, K, 3)``: the chosen track (default: of the tracks seen whole at least
-    once, i.e. with every joint of the lifter's skeleton (``h36m17``, made from the layout)
-    found in a frame, the one present in the most frames; ties: the most frames seen whole, then
-    the most found keypoints over all frames, then the first; never the largest in the image)
-    and the frames each track is present in."""
+    """``tracks (T, P, K, 3)``: the chosen track (default: the best covered, i.e. the one with
+    the most frames in which every joint of the lifter's skeleton (``h36m17``, made from the
+    layout) is found; ties: the most found keypoints over all frames, then the first) and the
+    frames each track is present in."""
     seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
     counts = [int(n) for n in seen.any(-1).sum(0)]
     if not counts:
@@ -415,8 +403,7 @@ def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
         whole = torch.isfinite(to_h36m17(tracks, layout)[..., :2]).all(-1).all(-1)  # (T, P)
         covered = whole.sum(0).tolist()
         keypoints = seen.sum((0, 2)).tolist()
-        rank = [(c > 0, n, c, k) for n, c, k in zip(counts, covered, keypoints, strict=True)]
-        best = max(range(len(counts)), key=lambda p: (*rank[p], -p))
+        best = max(range(len(counts)), key=lambda p: (covered[p], keypoints[p], -p))
         return best, counts
     if not 0 <= person < len(counts):
         raise InputError(
@@ -438,12 +425,10 @@ def read_person(
     Args:
         path: an OpenPose JSON folder, a ``.json`` COCO results file or an ``.npz``.
         layout: keypoint layout (default: detected from the keypoint count and geometry).
-        person: track index (default, after linking: of the tracks seen whole at least once
-            (every joint the lifter needs found in a frame), the one present in the most
-            frames; ties: the most frames seen whole, then the most found keypoints; all
-            counting the joints of confidence ``min_confidence`` or more, the
-            ones ``lift`` uses: the choice is the same before and after ``smooth``, which keeps
-            only those).
+        person: track index (default: the best covered track, after linking: the most frames
+            with every joint the lifter needs; ties: the most found keypoints; both counting
+            the joints of confidence ``min_confidence`` or more, the ones ``lift`` uses: the
+            choice is the same before and after ``smooth``, which keeps only those).
         progress: a progress bar while reading an OpenPose folder of 300 files or more.
 
     Returns:
@@ -462,19 +447,4 @@ def read_person(
     counts = [int(n) for n in torch.isfinite(tracks.raw[..., :2]).all(-1).any(-1).sum(0)]
     return Keypoints2D(tracks.raw[:, p].clone(), tracks.layout, tracks.layout_reason,
                        tracks.kind, counts, p, tracks.fps, tracks.size,
-                       tracks.dropped_detections, box_centres(tracks.raw))  # fmt: skip
-
-
-def box_centres(tracks: torch.Tensor) -> list[tuple[float, float] | None]:
-    """``tracks (T, P, K, 2+)`` pixels (NaN: not found): each track's mean box centre
-    ``(x, y)`` (the box of the keypoints found in a frame, averaged over the frames the track is
-    present in; None where it never is)."""
-    xy = tracks[..., :2].double()
-    found = torch.isfinite(xy).all(-1, keepdim=True)  # (T, P, K, 1)
-    lo = torch.where(found, xy, torch.inf).amin(2)  # (T, P, 2)
-    hi = torch.where(found, xy, -torch.inf).amax(2)
-    present = found.any(2)  # (T, P, 1)
-    n = present.sum(0)  # (P, 1)
-    mean = torch.where(present, (lo + hi) / 2, 0.0).sum(0) / n.clamp(min=1)  # (P, 2)
-    return [(float(m[0]), float(m[1])) if int(c) else None
-            for m, c in zip(mean, n[:, 0], strict=True)]  # fmt: skip
+                       tracks.dropped_detections)  # fmt: skip

@@ -35,7 +35,6 @@ __all__ = [
     "centres",
     "check_people",
     "link_people",
-    "seen_most",
     "split_tracks",
     "triangulate_cameras_people",
 ]
@@ -262,13 +261,3 @@ def triangulate_cameras_people(
     if agreement is not None:
         agreement.keep = keep  # the tracks of ``tris``, in their order
     return tris
-
-
-def seen_most(tris: list[Triangulation]) -> int:
-    """The index of the person most cameras see longest: the most (frame, camera) detections
-    (``person >= 0``); ties: the most valid joint-frames, then the first. Never the one merely
-    largest in one view."""
-    if not tris:
-        raise ValueError("seen_most needs at least one person")
-    seen = [(int((t.person >= 0).sum()), int(t.valid.sum())) for t in tris]  # a handful
-    return max(range(len(tris)), key=lambda k: (*seen[k], -k))
