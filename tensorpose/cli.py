@@ -453,13 +453,17 @@ def add_lift(sub) -> None:
         "--person",
         type=int,
         default=None,
-        help="track (default: the best covered: most frames with every joint the lifter needs)",
+        help="track (default: the one seen whole, with every joint the lifter needs, in the "
+        "most frames); the summary names every person found",
     )
     p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
     p.add_argument("--camera", default=None, help="camera name in --calib")
-    p.add_argument("--size", type=_size, default=None, metavar="WxH", help="image size")
-    p.add_argument("--video", default=None, help="the recording: write an MP4 overlay")
+    p.add_argument("--size", type=_size, default=None, metavar="WxH",
+                   help="image size (default: --calib's, else --video's)")  # fmt: skip
+    p.add_argument("--video", default=None,
+                   help="the recording: write an MP4 overlay (and its image size is the "
+                   "default --size)")  # fmt: skip
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
     p.add_argument("--reproject", action="store_true",
                    help="slide each detected joint onto its camera ray (3D re-projects onto the "

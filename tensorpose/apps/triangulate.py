@@ -36,15 +36,21 @@ from ..multiview.motion3d import (
     find_fps,
     to_axes,
 )
-from ..multiview.people import MAX_PEOPLE, centres, check_people, triangulate_cameras_people
+from ..multiview.people import (
+    MAX_PEOPLE,
+    centres,
+    check_people,
+    triangulate_cameras_one,
+    triangulate_cameras_people,
+)
 from ..multiview.recording import (
     CHUNK_FRAMES,
     CameraAgreement,
     check_agreement,
     open_recording,
     summarize,
-    triangulate_cameras,
 )
+from ..ops.camera import project_points
 from ..viz.charts import reprojection_errors_picture
 from ..viz.draw import plot_people_tracks
 
@@ -137,9 +143,10 @@ def triangulate_folder(
     fps, source = _fps(tracks_dir, cams.folders, fps)
     filt.check_fps(fps)
     tally = CameraAgreement(cams, min_confidence)
-    tri = triangulate_cameras(cams, min_confidence=min_confidence, association_px=association_px,
-                              max_reprojection_px=max_reprojection_px, drop=drop, device=device,
-                              chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
+    tri, found, taken = triangulate_cameras_one(
+        cams, min_confidence=min_confidence, association_px=association_px,
+        max_reprojection_px=max_reprojection_px, drop=drop, device=device,
+        chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
     agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
                                 calib_path)  # fmt: skip
     with outputs:
@@ -156,7 +163,20 @@ def triangulate_folder(
         "cameras": cams.names, "folders": [f.name for f in cams.folders],
         "calibration": str(calib_path), "layout": cams.layout, "fps": fps,
         "fps_source": source, "camera_agreement": agreement, **figures, **summarize(tri),
+        "people_found": _where(found, cams), "person_taken": taken,
     }  # fmt: skip
+
+
+def _where(found: list[dict], cams) -> list[dict]:
+    """The people found (:func:`~tensorpose.multiview.people.triangulate_cameras_one`), each
+    with where it is in the image of the camera that sees it most (its centre projected)."""
+    cal = cams.calibration
+    for p in found:  # a handful of people
+        c = int(np.argmax(p["per_camera"]))
+        xyz = torch.tensor(p["centre_m"], dtype=torch.float64)[None]
+        uv = project_points(xyz, cal.K[c], cal.dist[c], cal.R[c], cal.t[c])[0].tolist()
+        p["image"] = {"camera": cams.names[c], "px": [round(v, 1) for v in uv]}
+    return found
 
 
 def _filtered(tris: list, filt: Filter3D, fps: float) -> list[tuple | None]:
@@ -273,6 +293,28 @@ def _camera_lines(r: dict) -> list[str]:
             for a in r["camera_agreement"]]  # fmt: skip
 
 
+def _person(k: int, p: dict, cameras: list[str]) -> str:
+    per = ", ".join(f"{c} {n}" for c, n in zip(cameras, p["per_camera"], strict=True))
+    u, v = p["image"]["px"] if "image" in p else (np.nan, np.nan)
+    where = ("" if not np.isfinite([u, v]).all()
+             else f", at ({u:.0f}, {v:.0f}) px in {p['image']['camera']}")  # fmt: skip
+    return f"p{k + 1} (seen in {p['frames']} frames; frames per camera: {per}{where})"
+
+
+def people_line(r: dict) -> list[str]:
+    """With more than one person found, the line that says so: the person taken (the one most
+    cameras see longest), the others, and ``--people``."""
+    found, k = r.get("people_found", []), r.get("person_taken", -1)
+    if len(found) < 2:
+        return []
+    others = "; ".join(_person(i, p, r["cameras"]) for i, p in enumerate(found) if i != k)
+    return [
+        f"  {len(found)} people found: triangulated {_person(k, found[k], r['cameras'])}, "
+        f"the one most cameras see longest; also {others}; pass --people auto (files "
+        "p1.. in this order) for each person"
+    ]
+
+
 def summary(r: dict) -> list[str]:
     """The lines ``tensorpose triangulate`` prints."""
     if "people" in r:
@@ -282,6 +324,7 @@ def summary(r: dict) -> list[str]:
     return [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}",
+        *people_line(r),
         *_camera_lines(r),
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
