@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -49,6 +50,7 @@ from ..multiview.recording import (
     check_agreement,
     open_recording,
     summarize,
+    write_repaired_2d,
 )
 from ..ops.camera import project_points
 from ..viz.charts import reprojection_errors_picture
@@ -57,13 +59,31 @@ from ..viz.draw import plot_people_tracks
 __all__ = ["output_names", "summary", "triangulate_folder"]
 
 
-def output_names(name: str, people: int | None = None) -> list[str]:
+def output_names(name: str, people: int | None = None, write_2d: bool = False) -> list[str]:
     """The files ``triangulate`` writes for a recording named ``name``: with ``people`` (a
-    count), a TRC and an NPZ per person and the picture of the tracks."""
+    count), a TRC and an NPZ per person and the picture of the tracks; with ``write_2d``, the
+    folder ``<name>_2d`` of the repaired 2D (one OpenPose folder per camera)."""
+    extra = [f"{name}_2d"] if write_2d else []
     if people is None:
-        return [f"{name}_3d.trc", f"{name}_3d.npz", f"{name}_3d_errors.png"]
+        return [f"{name}_3d.trc", f"{name}_3d.npz", f"{name}_3d_errors.png", *extra]
     files = [f"{name}_p{k}_3d.{ext}" for k in range(1, people + 1) for ext in ("trc", "npz")]
-    return [*files, f"{name}_3d_tracks.png"]
+    return [*files, f"{name}_3d_tracks.png", *extra]
+
+
+LEFT_RIGHT = ("fix", "keep")
+"""``--left-right``: ``fix`` (default) makes each person's left and right consistent across
+cameras before triangulating (:mod:`tensorpose.multiview.swaps`), ``keep`` takes the labels
+as they are."""
+
+
+def _check_left_right(left_right: str, write_2d: bool) -> bool:
+    if left_right not in LEFT_RIGHT:
+        raise InputError(f"--left-right must be one of {', '.join(LEFT_RIGHT)}, got "
+                         f"{left_right!r}")  # fmt: skip
+    if write_2d and left_right == "keep":
+        raise InputError("--write-2d writes the 2D with left and right repaired: it needs "
+                         "--left-right fix (the default)")  # fmt: skip
+    return left_right == "fix"
 
 
 def _fps(tracks_dir: Path, folders: list[Path], fps: float | None) -> tuple[float, str]:
@@ -107,6 +127,8 @@ def triangulate_folder(
     cutoff: float = 6.0,
     max_gap: int | None = None,
     chunk_frames: int = CHUNK_FRAMES,
+    left_right: str = "fix",
+    write_2d: bool = False,
 ) -> dict:
     """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
@@ -123,6 +145,10 @@ def triangulate_folder(
         axes: the TRC's frame, ``pose2sim`` (Y up) or ``calibration``; the NPZ's ``points``
             stay in the calibration's. filter, cutoff, max_gap: :func:`_filter3d`.
         chunk_frames: frames read and triangulated at a time (bounded memory, same result).
+        left_right: ``"fix"``: each person's left and right made consistent across cameras
+            (:mod:`tensorpose.multiview.swaps`; the swaps per camera in the report and the
+            NPZ's ``swapped``); ``"keep"``: as labelled. write_2d: also write ``<name>_2d``,
+            the input's OpenPose folders with those swaps repaired (for ``smooth``, ``lift``).
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
     filter, jitter and the figures of :func:`tensorpose.multiview.recording.summarize`.
@@ -131,13 +157,15 @@ def triangulate_folder(
     name = name or tracks_dir.resolve().name
     filt = _filter3d(axes, filter, cutoff, max_gap, drop)
     people = check_people(people)
+    fix = _check_left_right(left_right, write_2d)
     if people is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, people, name, fps,
-                              layout, plot, overwrite, device, (axes, filt),
+                              layout, plot, overwrite, device, (axes, filt), write_2d,
                               chunk_frames=chunk_frames, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
-                              association_px=association_px, drop=drop)  # fmt: skip
-    names = output_names(name)
+                              association_px=association_px, drop=drop,
+                              fix_swaps=fix)  # fmt: skip
+    names = output_names(name, write_2d=write_2d)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
     cams = open_recording(tracks_dir, calib_path, layout)
     fps, source = _fps(tracks_dir, cams.folders, fps)
@@ -146,12 +174,14 @@ def triangulate_folder(
     tri, found, taken = triangulate_cameras_one(
         cams, min_confidence=min_confidence, association_px=association_px,
         max_reprojection_px=max_reprojection_px, drop=drop, device=device,
-        chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
+        chunk_frames=chunk_frames, agreement=tally, fix_swaps=fix)  # fmt: skip
     agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
                                 calib_path)  # fmt: skip
     with outputs:
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
+        if write_2d:
+            write_repaired_2d(cams, [tri], outputs.path(f"{name}_2d"), fps, chunk_frames)
         if plot:
             title = (f"{name}: reprojection error per joint ({len(cams.names)} cameras, "
                      f"{cams.frames} frames, valid {tri.valid.mean():.1%})")  # fmt: skip
@@ -164,7 +194,15 @@ def triangulate_folder(
         "calibration": str(calib_path), "layout": cams.layout, "fps": fps,
         "fps_source": source, "camera_agreement": agreement, **figures, **summarize(tri),
         "people_found": _where(found, cams), "person_taken": taken,
+        "left_right": left_right, "swaps": _swaps(tri, cams),
     }  # fmt: skip
+
+
+def _swaps(tri, cams) -> dict[str, int]:
+    """Per camera, the frames whose left and right were exchanged (empty: not tested)."""
+    if tri.swapped is None:
+        return {}
+    return dict(zip(cams.names, (int(n) for n in tri.swapped.sum(0)), strict=True))
 
 
 def _where(found: list[dict], cams) -> list[dict]:
@@ -215,6 +253,8 @@ def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path:
         "units": "m", "marker_names": np.array(markers), "axes": axes,
         "trc_axes": np.array(text), "filter": filt.method,
     }  # fmt: skip
+    if tri.swapped is not None:  # (T, C): left and right exchanged before triangulating
+        arrays["swapped"] = tri.swapped
     if filt.method != "none" or filt.max_gap:
         arrays.update(points_raw=tri.points, filled=filled)
     write_npz(outputs.path(npz), arrays, compressed=True)
@@ -222,13 +262,13 @@ def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path:
 
 
 def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | str, name: str,
-                   fps, layout, plot: bool, overwrite: bool, device, how,
+                   fps, layout, plot: bool, overwrite: bool, device, how, write_2d: bool,
                    **options) -> dict:  # fmt: skip
     """``triangulate_folder`` with ``people``: ``"auto"`` (every person found in at least a
     tenth of the frames) or a number (that many people, the best seen; fewer found is an error
     naming ``--people``): a TRC and an NPZ per person, the tracks' PNG."""
     count = MAX_PEOPLE if people == "auto" else people
-    names = output_names(name, count)
+    names = output_names(name, count, write_2d)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
     cams = open_recording(tracks_dir, calib_path, layout)
@@ -247,10 +287,15 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         if plot:
             title = (f"{name}: {len(tris)} people ({len(cams.names)} cameras, "
                      f"{cams.frames} frames)")  # fmt: skip
-            plot_people_tracks(outputs.path(names[-1]), [centres(t.points, t.valid) for t in tris],
+            plot_people_tracks(outputs.path(f"{name}_3d_tracks.png"),
+                               [centres(t.points, t.valid) for t in tris],
                                [f"p{k + 1}" for k in range(len(tris))], title)  # fmt: skip
+        if write_2d:
+            write_repaired_2d(cams, tris, outputs.path(f"{name}_2d"), fps,
+                              options["chunk_frames"])  # fmt: skip
         written = outputs.commit()
-    per = [{"frames_found": int(((t.person >= 0).sum(-1) >= 2).sum()), **f, **summarize(t)}
+    per = [{"frames_found": int(((t.person >= 0).sum(-1) >= 2).sum()), **f, **summarize(t),
+            "swaps": _swaps(t, cams)}
            for t, f in zip(tris, figures, strict=True)]  # fmt: skip
     return {
         "tracks_dir": str(tracks_dir),
@@ -262,6 +307,7 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         "fps": fps,
         "fps_source": source,
         "camera_agreement": agreement,
+        "left_right": "fix" if options["fix_swaps"] else "keep",
         "people": per,
         **{k: per[0][k] for k in ("frames", "joints", "axes", "filter")},
     }
@@ -315,6 +361,21 @@ def people_line(r: dict) -> list[str]:
     ]
 
 
+def swaps_line(r: dict) -> list[str]:
+    """The left/right swaps repaired per camera (every person together)."""
+    if r.get("left_right") != "fix":
+        return []
+    total: dict[str, int] = {}
+    for p in r.get("people", [r]):  # a handful of people
+        for cam, n in p.get("swaps", {}).items():
+            total[cam] = total.get(cam, 0) + n
+    each = ", ".join(f"{cam} {n}" for cam, n in total.items())
+    return [
+        f"  left/right made consistent across cameras: frames swapped back per camera: "
+        f"{each} (the NPZ's swapped; --left-right keep: as labelled)"
+    ]
+
+
 def summary(r: dict) -> list[str]:
     """The lines ``tensorpose triangulate`` prints."""
     if "people" in r:
@@ -326,6 +387,7 @@ def summary(r: dict) -> list[str]:
         f"{r['fps']:g} fps, calibration {r['calibration']}",
         *people_line(r),
         *_camera_lines(r),
+        *swaps_line(r),
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
         *_output_lines(r),
@@ -338,6 +400,7 @@ def _people_summary(r: dict) -> list[str]:
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}; {len(r['people'])} people",
         *_camera_lines(r),
+        *swaps_line(r),
     ]
     for k, p in enumerate(r["people"]):  # one line per person (a handful)
         med = p["median_reprojection_px"]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..layouts import LAYOUTS
+from ..layouts import LAYOUTS, flip_index
 from ..ops.assignment import linear_assignment
 from .association import triangulate_everyone
 from .recording import (
@@ -128,7 +128,7 @@ def link_people(centre: np.ndarray, max_gap: int = 30, gate_m: float = 0.5) -> n
     return PeopleLinker(max_gap, gate_m).link(centre)
 
 
-KEYS = ("points", "errors", "mean_error", "used", "valid", "person")
+KEYS = ("points", "errors", "mean_error", "used", "valid", "person", "swapped")
 """The per-frame arrays of a person's :class:`~tensorpose.multiview.triangulate.Triangulation`."""
 
 
@@ -188,9 +188,11 @@ def split_tracks(slots: dict[str, np.ndarray], track: np.ndarray) -> list[dict[s
 def _link_recording(cameras: Cameras | Recording, *, min_confidence: float,
                     max_reprojection_px: float, association_px: float, drop: str,
                     max_gap: int, gate_m: float, device, chunk_frames: int,
-                    agreement: CameraAgreement | None) -> _TrackRows:  # fmt: skip
+                    agreement: CameraAgreement | None,
+                    fix_swaps: bool = False) -> _TrackRows:  # fmt: skip
     """Every person of ``cameras`` associated, triangulated and linked over time, a chunk of
-    frames at a time: the rows of every track."""
+    frames at a time: the rows of every track (``fix_swaps``: each person's left and right
+    made consistent across cameras first, :mod:`tensorpose.multiview.swaps`)."""
     check_options(min_confidence, max_reprojection_px, drop)
     check_chunk(chunk_frames)
     cal = cameras.calibration.to(device=device, dtype=torch.float64)
@@ -199,10 +201,12 @@ def _link_recording(cameras: Cameras | Recording, *, min_confidence: float,
     for start in range(0, T, chunk_frames):  # a chunk of frames at a time
         frames = cameras.read(start, min(start + chunk_frames, T))
         packed = pack_keypoints(cameras, frames=frames)
+        flip = flip_index(cameras.layout_so_far()) if fix_swaps else None
         res = triangulate_everyone([k.to(device) for k in packed], cal.K, cal.dist,
                                    cal.R, cal.t, min_confidence=min_confidence,
                                    max_error_px=max_reprojection_px,
-                                   association_px=association_px, drop=drop)  # fmt: skip
+                                   association_px=association_px, drop=drop,
+                                   flip=flip)  # fmt: skip
         del frames
         r = res.numpy().arrays()
         r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
@@ -228,6 +232,7 @@ def triangulate_cameras_people(
     device: str | torch.device = "cpu",
     chunk_frames: int = CHUNK_FRAMES,
     agreement: CameraAgreement | None = None,
+    fix_swaps: bool = False,
 ) -> list[Triangulation]:
     """Every person of ``cameras`` seen by two cameras or more, associated, triangulated and
     linked over time; ranked by valid joint-frames (best seen first).
@@ -248,6 +253,9 @@ def triangulate_cameras_people(
         agreement: gathers each camera's agreement with the people
             (:class:`~tensorpose.multiview.recording.CameraAgreement`; its ``result`` then
             counts the people kept) from the chunks' detections as they are triangulated.
+        fix_swaps: each person's left and right made consistent across cameras before it is
+            triangulated (:mod:`tensorpose.multiview.swaps`; each result's ``swapped (T, C)``
+            says where).
 
     Raises:
         ValueError: fewer than ``people`` people found (naming ``--people``), none at all, or
@@ -258,7 +266,7 @@ def triangulate_cameras_people(
                            max_reprojection_px=max_reprojection_px,
                            association_px=association_px, drop=drop, max_gap=max_gap,
                            gate_m=gate_m, device=device, chunk_frames=chunk_frames,
-                           agreement=agreement)  # fmt: skip
+                           agreement=agreement, fix_swaps=fix_swaps)  # fmt: skip
     order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if people is None:
         keep = [k for k in order if rows.frames[k] >= max(min_frames * T, 1)]
@@ -326,6 +334,7 @@ def triangulate_cameras_one(
     device: str | torch.device = "cpu",
     chunk_frames: int = CHUNK_FRAMES,
     agreement: CameraAgreement | None = None,
+    fix_swaps: bool = False,
 ) -> tuple[Triangulation, list[dict], int]:
     """One person of ``cameras``: every person associated, triangulated and linked over time
     (as :func:`triangulate_cameras_people`), then the one most cameras see longest
@@ -342,14 +351,15 @@ def triangulate_cameras_one(
                            max_reprojection_px=max_reprojection_px,
                            association_px=association_px, drop=drop, max_gap=max_gap,
                            gate_m=gate_m, device=device, chunk_frames=chunk_frames,
-                           agreement=agreement)  # fmt: skip
+                           agreement=agreement, fix_swaps=fix_swaps)  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
     order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if not order:
         C, J = len(cameras.names), len(names)
         tri = Triangulation(np.full((T, J, 3), np.nan), np.full((T, J, C), np.nan),
                             np.zeros((T, J, C), bool), np.full((T, J), np.nan),
-                            np.zeros((T, J), bool), np.full((T, C), -1), names)  # fmt: skip
+                            np.zeros((T, J), bool), np.full((T, C), -1), names,
+                            np.zeros((T, C), bool))  # fmt: skip
         if agreement is not None:
             agreement.keep = []
         return tri, [], -1
