@@ -63,8 +63,8 @@ class Triangulation:
             for points alone.
         names: a recording's joint names; ``None`` for points alone.
         swapped: a recording's ``(T, C)`` cameras whose left and right were exchanged before
-            the triangulation (:func:`tensorpose.multiview.swaps.find_swaps`); ``None``: not
-            tested.
+            the triangulation (:func:`tensorpose.multiview.swaps.find_swaps`; all False when
+            not tested); ``None`` for points alone.
     """
 
     points: Any

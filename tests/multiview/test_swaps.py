@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorpose.apps.triangulate import triangulate_folder
+from tensorpose.apps.triangulate import summary, triangulate_folder
 from tensorpose.cli import main
 from tensorpose.io.openpose import bundled_tracks, write_openpose
 from tensorpose.io.tracks import read_detections
@@ -152,10 +152,7 @@ def test_write_2d_gives_the_detections_back(bundled, tmp_path, capsys):
             q = tri.person[t, c]
             if q >= 0:
                 np.testing.assert_allclose(back[t][q], cams.detections[c][t][q], atol=1e-6)
-    # the summary line
-    from tensorpose.apps.triangulate import summary
-
-    line = [x for x in summary(r) if "left/right" in x]
+    line = [x for x in summary(r) if "left/right" in x]  # the summary line
     assert len(line) == 1 and "cam_01 7, cam_02 10, cam_03 0, cam_04 0" in line[0]
 
 
@@ -169,3 +166,44 @@ def test_bad_options_are_one_line(tmp_path, capsys, extra, what):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and what in err[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_flip_index_exchanges_every_left_right_pair():
+    from tensorpose.layouts import LAYOUTS
+
+    for layout, names in LAYOUTS.items():
+        f = flip_index(layout)
+        assert sorted(f) == list(range(len(names))) and [f[i] for i in f] == list(range(len(f)))
+        for i, j in enumerate(f):  # naive: by name
+            side, _, rest = names[i].partition("_")
+            other = {"l": "r", "r": "l"}.get(side)
+            want = f"{other}_{rest}" if other and f"{other}_{rest}" in names else names[i]
+            assert names[j] == want, (layout, names[i])
+
+
+def test_write_2d_in_chunks_and_with_people(bundled, tmp_path):
+    """A chunk at a time writes the same files as one pass; with ``--people`` every person's
+    swaps are written."""
+    cams, tri = bundled
+    swapped, mask = _inject(cams, tri, INJECT[:3])
+    src = tmp_path / "trial"
+    for c, folder in enumerate(cams.folders):
+        P = max(len(d) for d in swapped.detections[c])
+        kp = torch.zeros(len(swapped.detections[c]), P, 25, 3, dtype=torch.float64)
+        for t, d in enumerate(swapped.detections[c]):
+            kp[t, : len(d)] = torch.from_numpy(d)
+        names = [f"{folder.name}_{t:06d}_keypoints.json" for t in range(cams.frames)]
+        write_openpose(kp, src / folder.name, names, "BODY_25B")
+    whole = triangulate_folder(src, CALIB, tmp_path / "a", fps=60, plot=False, write_2d=True)
+    part = triangulate_folder(src, CALIB, tmp_path / "b", fps=60, plot=False, write_2d=True,
+                              chunk_frames=33)  # fmt: skip
+    assert whole["swaps"] == part["swaps"] and sum(whole["swaps"].values()) == mask.sum()
+    people = triangulate_folder(src, CALIB, tmp_path / "c", fps=60, plot=False, write_2d=True,
+                                people="auto")  # fmt: skip
+    assert sum(sum(p["swaps"].values()) for p in people["people"]) == mask.sum()
+    for folder in cams.folders:
+        a = sorted((tmp_path / "a" / "trial_2d" / folder.name).iterdir())
+        for other in ("b", "c"):
+            b = sorted((tmp_path / other / "trial_2d" / folder.name).iterdir())
+            assert [x.name for x in a] == [x.name for x in b]
+            assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b, strict=True))
