@@ -200,7 +200,8 @@ def _triangulate(args: argparse.Namespace) -> int:
                     fps=args.fps, overwrite=args.overwrite, people=args.people, axes=args.axes,
                     filter=args.filter, cutoff=args.cutoff, max_gap=args.max_gap,
                     drop=drop_rule(args.drop_rule),
-                    chunk_frames=args.chunk_frames, sync=args.sync)  # fmt: skip
+                    chunk_frames=args.chunk_frames, sync=args.sync,
+                    left_right=args.left_right, write_2d=args.write_2d)  # fmt: skip
     _print(summary(r))
     return 0
 
@@ -471,13 +472,17 @@ def add_lift(sub) -> None:
         "--person",
         type=int,
         default=None,
-        help="track (default: the best covered: most frames with every joint the lifter needs)",
+        help="track (default: the one seen whole, with every joint the lifter needs, in the "
+        "most frames); the summary names every person found",
     )
     p.add_argument("--fps", type=float, default=None, help="frame rate (default: file's or 30)")
     p.add_argument("--calib", default=None, help="calibration file (.qca.txt, .toml)")
     p.add_argument("--camera", default=None, help="camera name in --calib")
-    p.add_argument("--size", type=_size, default=None, metavar="WxH", help="image size")
-    p.add_argument("--video", default=None, help="the recording: write an MP4 overlay")
+    p.add_argument("--size", type=_size, default=None, metavar="WxH",
+                   help="image size (default: --calib's, else --video's)")  # fmt: skip
+    p.add_argument("--video", default=None,
+                   help="the recording: write an MP4 overlay (and its image size is the "
+                   "default --size)")  # fmt: skip
     p.add_argument("--flip", action="store_true", help="test-time flip averaging")
     p.add_argument("--reproject", action="store_true",
                    help="slide each detected joint onto its camera ray (3D re-projects onto the "
@@ -552,6 +557,14 @@ def add_triangulate(sub) -> None:
     p.add_argument("--people", default=None, metavar="auto|N",
                    help="several people: auto (each found in a tenth of the frames) or N (the "
                    "N best seen); a TRC and an NPZ per person (default: one person)")  # fmt: skip
+    p.add_argument("--left-right", default="fix", metavar="fix|keep",
+                   help="fix (default): make each person's left and right consistent across "
+                   "cameras (a camera whose detection fits the others only with every "
+                   "left/right pair exchanged is swapped back; counted per camera in the summary "
+                   "and the NPZ's swapped); keep: the labels as they are")  # fmt: skip
+    p.add_argument("--write-2d", action="store_true",
+                   help="also write <name>_2d/: the input's OpenPose folders with those swaps "
+                   "repaired (the input of smooth and lift)")  # fmt: skip
     p.add_argument("--chunk-frames", type=int, default=1000,
                    help="frames read and triangulated at a time: bounds the memory, same result "
                    "(default 1000)")  # fmt: skip

@@ -39,6 +39,7 @@ __all__ = [
     "candidate_layouts",
     "check_layout",
     "detect_layout",
+    "flip_index",
     "join_evidence",
     "joint_marker_names",
     "layout_evidence",
@@ -125,6 +126,21 @@ def joint_marker_names(names: Sequence[str]) -> list[str]:
         if keypoints == names:
             return marker_names(layout)
     return [_camel(n) for n in names]
+
+
+def flip_index(layout: str) -> list[int]:
+    """Per keypoint of ``layout``, the index of its mirror image: ``l_x`` <-> ``r_x``, every
+    other keypoint itself (``kp[..., flip_index(layout), :]`` exchanges left and right)."""
+    check_layout(layout)
+    names = LAYOUTS[layout]
+    where = {n: i for i, n in enumerate(names)}
+    mirror = {"l": "r", "r": "l"}
+    out = []
+    for n in names:  # a layout's few dozen names (a table, not data)
+        side, _, rest = n.partition("_")
+        out.append(where.get(f"{mirror[side]}_{rest}", where[n]) if side in mirror and rest
+                   else where[n])  # fmt: skip
+    return out
 
 
 COCO17_INDEX: dict[str, list[int]] = {

@@ -98,10 +98,11 @@ CODEC_PAD_PX = 16
 """Video encoders store frames in 16 x 16 blocks: a 1080-pixel side may be calibrated as 1088."""
 
 
-def _check_video(video: str | os.PathLike, frames: int, size) -> None:
+def _check_video(video: str | os.PathLike, frames: int, size) -> tuple[int, int]:
     """The video's frame count must equal ``frames`` and its size the image size, or differ
     from it by less than :data:`CODEC_PAD_PX` per side (an encoder's padding or crop, which
-    leaves the pixel coordinates as they are: drawn as is, with a one-line notice)."""
+    leaves the pixel coordinates as they are: drawn as is, with a one-line notice). Returns the
+    image size: ``size``, or the video's when ``size`` is ``None``."""
     try:
         n, _, vsize = video_info(video)
     except ValueError as e:
@@ -109,12 +110,13 @@ def _check_video(video: str | os.PathLike, frames: int, size) -> None:
     if n > 0 and n != frames:
         raise InputError(f"--video {video} has {n} frames but the keypoints have {frames}")
     if size is None or tuple(size) == tuple(vsize):
-        return
+        return tuple(int(v) for v in vsize)
     what = f"--video {video} is {vsize[0]}x{vsize[1]} but the image size is {size[0]}x{size[1]}"
     if any(abs(int(a) - int(b)) >= CODEC_PAD_PX for a, b in zip(size, vsize, strict=True)):
         raise InputError(what)
     print(f"tensorpose lift: {what}: drawn on as is (the difference of under {CODEC_PAD_PX} px "
           "is taken for an encoder's padding)", file=sys.stderr)  # fmt: skip
+    return size
 
 
 def lift(
@@ -145,11 +147,13 @@ def lift(
 
     Args:
         input: OpenPose JSON folder, COCO results ``.json`` or ``.npz``
-            (:func:`tensorpose.io.tracks.read_person`; default person: the longest track).
+            (:func:`tensorpose.io.tracks.read_person`; default person: the track seen whole
+            in the most frames).
         checkpoint: ``.pt`` lifting checkpoint, VideoPose3D ``.bin``, or None (bundled).
         out: output folder (default ``./lift_<name>``, ``name`` the input's stem).
         calib, camera: a calibration file and camera name (image size, and ``K`` for
-            intrinsics-normalised models); ``size``: ``(w, h)`` instead.
+            intrinsics-normalised models); ``size``: ``(w, h)`` instead; with neither (and
+            none in the keypoint file), the ``video``'s.
         video: the recording, for ``<name>.mp4`` (2D skeleton on the frames, 3D beside).
         flip: test-time flip averaging.
         min_confidence: joints below it are missing (bridged).
@@ -178,15 +182,18 @@ def lift(
         K = dist = None
         if calib is not None:
             K, dist, size = _calibration_camera(calib, camera)
+        size_source = ("--calib" if calib is not None else "--size" if size is not None
+                       else "the keypoint file" if kp.size is not None else None)  # fmt: skip
         size = size if size is not None else kp.size
+        T = kp.keypoints.shape[0]
+        if video is not None:  # without a size given, the video's
+            size = _check_video(video, T, size)
+            size_source = size_source or "--video"
         fps_used = fps if fps is not None else kp.fps if kp.fps is not None else DEFAULT_FPS
         if not (math.isfinite(fps_used) and 0.1 <= fps_used <= 10_000):  # the file's own fps
             raise InputError(f"{src}: its fps {fps_used!r} is not a frame rate in 0.1..10000; "
                              "pass --fps")  # fmt: skip
         _check_inside_image(kp.keypoints, size, src)
-        T = kp.keypoints.shape[0]
-        if video is not None:
-            _check_video(video, T, size)
         lifter = load_lifter(checkpoint, device, vp3d_joints)
         r = lift_keypoints(kp, lifter, size, K, flip, min_confidence, dist, reproject, fps_used)
         skel_in = lifter.skeleton_in
@@ -196,7 +203,8 @@ def lift(
                          fps_used, progress, root_relative)  # fmt: skip
         written = outputs.commit()
     return _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence,
-                   out_dir, written, t0) | {"root_relative": root_relative}  # fmt: skip
+                   out_dir, written, t0) | {"root_relative": root_relative,
+                                            "size_source": size_source}  # fmt: skip
 
 
 def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confidence, out_dir,
@@ -211,6 +219,14 @@ def _report(src, kp, lifter, r, size, fps, fps_used, flip, reproject, min_confid
         "layout_reason": kp.layout_reason,
         "tracks": kp.track_frames,
         "person": kp.person,
+        "people": [
+            {
+                "track": p,
+                "frames": kp.track_frames[p],
+                "centre_px": [round(v, 1) for v in kp.track_centres[p]],
+            }
+            for p in kp.people()
+        ],
         "dropped_detections": kp.dropped_detections,
         "frames": kp.keypoints.shape[0],
         "joints": lifter.skeleton_out.num_joints,
@@ -311,16 +327,43 @@ def _dropped(n: int) -> str:
     )
 
 
+def _xy(centre) -> str:
+    return (
+        "never found"
+        if any(math.isnan(v) for v in centre)
+        else (f"around ({centre[0]:.0f}, {centre[1]:.0f}) px")
+    )
+
+
+def people_line(r: dict[str, Any]) -> list[str]:
+    """With more than one person (a track in a tenth of the frames or more), the line that
+    says so: the person taken, the others (frames seen, where in the image), ``--person``."""
+    people = r.get("people", [])
+    if len(people) < 2:
+        return []
+    took = next(p for p in people if p["track"] == r["person"])
+    others = "; ".join(f"person {p['track']} ({p['frames']} frames, {_xy(p['centre_px'])})"
+                       for p in people if p is not took)  # fmt: skip
+    return [
+        f"  {len(people)} people found: lifted person {took['track']} (seen in "
+        f"{took['frames']} frames, {_xy(took['centre_px'])}); also {others}; pass "
+        "--person N to lift another"
+    ]
+
+
 def summary(r: dict[str, Any]) -> list[str]:
     """The lines ``tensorpose lift`` prints."""
     tracks = ", ".join(map(str, r["tracks"]))
     size = "x".join(map(str, r["size"])) if r["size"] else "none"
+    if r["size"] and r.get("size_source") == "--video":
+        size += " (the video's)"
     fps = f"{r['fps']:g} fps" + ("" if r["fps_given"] else " (default; pass --fps)")
     return [
         f"{r['input']} ({r['kind']}): {r['frames']} frames, layout {r['layout']} "
         f"({r['layout_reason']})",
         f"  person {r['person']} of {len(r['tracks'])} track(s) (frames present: {tracks})"
         + _dropped(r.get("dropped_detections", 0)),
+        *people_line(r),
         f"  bridged {r['bridged_joints']} joint-frames in {r['bridged_frames']} frames "
         f"(confidence < {r['min_confidence']} or missing; {r['absent_frames']} frames with no "
         "joint), by linear interpolation in time",

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..io.atomic import OutputFolder
 from ..io.motion import write_npz, write_trc
 from ..io.openpose import BUNDLED_FPS, bundled_tracks
@@ -37,28 +38,53 @@ from ..multiview.motion3d import (
     find_fps,
     to_axes,
 )
-from ..multiview.people import MAX_PEOPLE, centres, check_people, triangulate_cameras_people
+from ..multiview.people import (
+    MAX_PEOPLE,
+    centres,
+    check_people,
+    triangulate_cameras_one,
+    triangulate_cameras_people,
+)
 from ..multiview.recording import (
     CHUNK_FRAMES,
     CameraAgreement,
     check_agreement,
     open_recording,
     summarize,
-    triangulate_cameras,
+    write_repaired_2d,
 )
+from ..ops.camera import project_points
 from ..viz.charts import reprojection_errors_picture
 from ..viz.draw import plot_people_tracks
 
 __all__ = ["output_names", "summary", "triangulate_folder"]
 
 
-def output_names(name: str, people: int | None = None) -> list[str]:
+def output_names(name: str, people: int | None = None, write_2d: bool = False) -> list[str]:
     """The files ``triangulate`` writes for a recording named ``name``: with ``people`` (a
-    count), a TRC and an NPZ per person and the picture of the tracks."""
+    count), a TRC and an NPZ per person and the picture of the tracks; with ``write_2d``, the
+    folder ``<name>_2d`` of the repaired 2D (one OpenPose folder per camera)."""
+    extra = [f"{name}_2d"] if write_2d else []
     if people is None:
-        return [f"{name}_3d.trc", f"{name}_3d.npz", f"{name}_3d_errors.png"]
+        return [f"{name}_3d.trc", f"{name}_3d.npz", f"{name}_3d_errors.png", *extra]
     files = [f"{name}_p{k}_3d.{ext}" for k in range(1, people + 1) for ext in ("trc", "npz")]
-    return [*files, f"{name}_3d_tracks.png"]
+    return [*files, f"{name}_3d_tracks.png", *extra]
+
+
+LEFT_RIGHT = ("fix", "keep")
+"""``--left-right``: ``fix`` (default) makes each person's left and right consistent across
+cameras before triangulating (:mod:`tensorpose.multiview.swaps`), ``keep`` takes the labels
+as they are."""
+
+
+def _check_left_right(left_right: str, write_2d: bool) -> bool:
+    if left_right not in LEFT_RIGHT:
+        raise InputError(f"--left-right must be one of {', '.join(LEFT_RIGHT)}, got "
+                         f"{left_right!r}")  # fmt: skip
+    if write_2d and left_right == "keep":
+        raise InputError("--write-2d writes the 2D with left and right repaired: it needs "
+                         "--left-right fix (the default)")  # fmt: skip
+    return left_right == "fix"
 
 
 def _fps(tracks_dir: Path, folders: list[Path], fps: float | None) -> tuple[float, str]:
@@ -103,6 +129,8 @@ def triangulate_folder(
     max_gap: int | None = None,
     chunk_frames: int = CHUNK_FRAMES,
     sync: str | os.PathLike | None = None,
+    left_right: str = "fix",
+    write_2d: bool = False,
 ) -> dict:
     """Triangulate a multi-camera recording and write the 3D joints (``triangulate``).
 
@@ -121,6 +149,10 @@ def triangulate_folder(
         chunk_frames: frames read and triangulated at a time (bounded memory, same result).
         sync: a ``sync.json`` (``tensorpose sync``): each camera's first frames dropped, the
             frames common to all kept.
+        left_right: ``"fix"``: each person's left and right made consistent across cameras
+            (:mod:`tensorpose.multiview.swaps`; the swaps per camera in the report and the
+            NPZ's ``swapped``); ``"keep"``: as labelled. write_2d: also write ``<name>_2d``,
+            the input's OpenPose folders with those swaps repaired (for ``smooth``, ``lift``).
 
     Returns a report: outputs, cameras, folders, calibration, layout, fps and its source, axes,
     filter, jitter and the figures of :func:`tensorpose.multiview.recording.summarize`.
@@ -130,28 +162,31 @@ def triangulate_folder(
     filt = _filter3d(axes, filter, cutoff, max_gap, drop)
     people = check_people(people)
     offsets = None if sync is None else (read_sync(sync), str(sync))
+    fix = _check_left_right(left_right, write_2d)
     if people is not None:
         return _people_folder(tracks_dir, calib_path, out_dir, people, name, fps,
-                              layout, plot, overwrite, device, (axes, filt),
+                              layout, plot, overwrite, device, (axes, filt), write_2d,
                               chunk_frames=chunk_frames, min_confidence=min_confidence,
                               max_reprojection_px=max_reprojection_px,
                               association_px=association_px, drop=drop,
-                              offsets=offsets)  # fmt: skip
-    names = output_names(name)
+                              offsets=offsets, fix_swaps=fix)  # fmt: skip
+    names = output_names(name, write_2d=write_2d)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path], overwrite=overwrite)
     with outputs:  # the folder's lock from here on: a second run is refused at once
         cams = open_recording(tracks_dir, calib_path, layout, *(offsets or ()))
         fps, source = _fps(tracks_dir, cams.folders, fps)
         filt.check_fps(fps)
         tally = CameraAgreement(cams, min_confidence)
-        tri = triangulate_cameras(cams, min_confidence=min_confidence,
-                                  association_px=association_px,
-                                  max_reprojection_px=max_reprojection_px, drop=drop, device=device,
-                                  chunk_frames=chunk_frames, agreement=tally)  # fmt: skip
+        tri, found, taken = triangulate_cameras_one(
+            cams, min_confidence=min_confidence, association_px=association_px,
+            max_reprojection_px=max_reprojection_px, drop=drop, device=device,
+            chunk_frames=chunk_frames, agreement=tally, fix_swaps=fix)  # fmt: skip
         agreement = check_agreement(tally.result([tri]), tracks_dir, max_reprojection_px,
                                     calib_path)  # fmt: skip
         figures = _write_one(outputs, names[0], names[1], tri, cams, calib_path, fps,
                              (axes, filt))  # fmt: skip
+        if write_2d:
+            write_repaired_2d(cams, [tri], outputs.path(f"{name}_2d"), fps, chunk_frames)
         if plot:
             title = (f"{name}: reprojection error per joint ({len(cams.names)} cameras, "
                      f"{cams.frames} frames, valid {tri.valid.mean():.1%})")  # fmt: skip
@@ -163,7 +198,28 @@ def triangulate_folder(
         "cameras": cams.names, "folders": [f.name for f in cams.folders],
         "calibration": str(calib_path), "layout": cams.layout, "fps": fps,
         "fps_source": source, "camera_agreement": agreement, **figures, **summarize(tri),
+        "people_found": _where(found, cams), "person_taken": taken,
+        "left_right": left_right, "swaps": _swaps(tri, cams),
     }  # fmt: skip
+
+
+def _swaps(tri, cams) -> dict[str, int]:
+    """Per camera, the frames whose left and right were exchanged (empty: not tested)."""
+    if tri.swapped is None:
+        return {}
+    return dict(zip(cams.names, (int(n) for n in tri.swapped.sum(0)), strict=True))
+
+
+def _where(found: list[dict], cams) -> list[dict]:
+    """The people found (:func:`~tensorpose.multiview.people.triangulate_cameras_one`), each
+    with where it is in the image of the camera that sees it most (its centre projected)."""
+    cal = cams.calibration
+    for p in found:  # a handful of people
+        c = int(np.argmax(p["per_camera"]))
+        xyz = torch.tensor(p["centre_m"], dtype=torch.float64)[None]
+        uv = project_points(xyz, cal.K[c], cal.dist[c], cal.R[c], cal.t[c])[0].tolist()
+        p["image"] = {"camera": cams.names[c], "px": [round(v, 1) for v in uv]}
+    return found
 
 
 def _filtered(tris: list, filt: Filter3D, fps: float) -> list[tuple | None]:
@@ -202,6 +258,8 @@ def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path:
         "units": "m", "marker_names": np.array(markers), "axes": axes,
         "trc_axes": np.array(text), "filter": filt.method,
     }  # fmt: skip
+    if tri.swapped is not None:  # (T, C): left and right exchanged before triangulating
+        arrays["swapped"] = tri.swapped
     if filt.method != "none" or filt.max_gap:
         arrays.update(points_raw=tri.points, filled=filled)
     write_npz(outputs.path(npz), arrays, compressed=True)
@@ -209,13 +267,13 @@ def _write_one(outputs: OutputFolder, trc: str, npz: str, tri, cams, calib_path:
 
 
 def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | str, name: str,
-                   fps, layout, plot: bool, overwrite: bool, device, how,
+                   fps, layout, plot: bool, overwrite: bool, device, how, write_2d: bool,
                    offsets: tuple | None = None, **options) -> dict:  # fmt: skip
     """``triangulate_folder`` with ``people``: ``"auto"`` (every person found in at least a
     tenth of the frames) or a number (that many people, the best seen; fewer found is an error
     naming ``--people``): a TRC and an NPZ per person, the tracks' PNG."""
     count = MAX_PEOPLE if people == "auto" else people
-    names = output_names(name, count)
+    names = output_names(name, count, write_2d)
     outputs = OutputFolder(out_dir, names, inputs=[tracks_dir, calib_path],
                            overwrite=overwrite)  # fmt: skip
     with outputs:  # the folder's lock from here on: a second run is refused at once
@@ -234,10 +292,15 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         if plot:
             title = (f"{name}: {len(tris)} people ({len(cams.names)} cameras, "
                      f"{cams.frames} frames)")  # fmt: skip
-            plot_people_tracks(outputs.path(names[-1]), [centres(t.points, t.valid) for t in tris],
+            plot_people_tracks(outputs.path(f"{name}_3d_tracks.png"),
+                               [centres(t.points, t.valid) for t in tris],
                                [f"p{k + 1}" for k in range(len(tris))], title)  # fmt: skip
+        if write_2d:
+            write_repaired_2d(cams, tris, outputs.path(f"{name}_2d"), fps,
+                              options["chunk_frames"])  # fmt: skip
         written = outputs.commit()
-    per = [{"frames_found": int(((t.person >= 0).sum(-1) >= 2).sum()), **f, **summarize(t)}
+    per = [{"frames_found": int(((t.person >= 0).sum(-1) >= 2).sum()), **f, **summarize(t),
+            "swaps": _swaps(t, cams)}
            for t, f in zip(tris, figures, strict=True)]  # fmt: skip
     return {
         "tracks_dir": str(tracks_dir),
@@ -249,6 +312,7 @@ def _people_folder(tracks_dir: Path, calib_path: Path, out_dir, people: int | st
         "fps": fps,
         "fps_source": source,
         "camera_agreement": agreement,
+        "left_right": "fix" if options["fix_swaps"] else "keep",
         "people": per,
         **{k: per[0][k] for k in ("frames", "joints", "axes", "filter")},
     }
@@ -280,6 +344,43 @@ def _camera_lines(r: dict) -> list[str]:
             for a in r["camera_agreement"]]  # fmt: skip
 
 
+def _person(k: int, p: dict, cameras: list[str]) -> str:
+    per = ", ".join(f"{c} {n}" for c, n in zip(cameras, p["per_camera"], strict=True))
+    u, v = p["image"]["px"] if "image" in p else (np.nan, np.nan)
+    where = ("" if not np.isfinite([u, v]).all()
+             else f", at ({u:.0f}, {v:.0f}) px in {p['image']['camera']}")  # fmt: skip
+    return f"p{k + 1} (seen in {p['frames']} frames; frames per camera: {per}{where})"
+
+
+def people_line(r: dict) -> list[str]:
+    """With more than one person found, the line that says so: the person taken (the one most
+    cameras see longest), the others, and ``--people``."""
+    found, k = r.get("people_found", []), r.get("person_taken", -1)
+    if len(found) < 2:
+        return []
+    others = "; ".join(_person(i, p, r["cameras"]) for i, p in enumerate(found) if i != k)
+    return [
+        f"  {len(found)} people found: triangulated {_person(k, found[k], r['cameras'])}, "
+        f"the one most cameras see longest; also {others}; pass --people auto (files "
+        "p1.. in this order) for each person"
+    ]
+
+
+def swaps_line(r: dict) -> list[str]:
+    """The left/right swaps repaired per camera (every person together)."""
+    if r.get("left_right") != "fix":
+        return []
+    total: dict[str, int] = {}
+    for p in r.get("people", [r]):  # a handful of people
+        for cam, n in p.get("swaps", {}).items():
+            total[cam] = total.get(cam, 0) + n
+    each = ", ".join(f"{cam} {n}" for cam, n in total.items())
+    return [
+        f"  left/right made consistent across cameras: frames swapped back per camera: "
+        f"{each} (the NPZ's swapped; --left-right keep: as labelled)"
+    ]
+
+
 def summary(r: dict) -> list[str]:
     """The lines ``tensorpose triangulate`` prints."""
     if "people" in r:
@@ -289,7 +390,9 @@ def summary(r: dict) -> list[str]:
     return [
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}",
+        *people_line(r),
         *_camera_lines(r),
+        *swaps_line(r),
         f"  valid {r['valid_fraction']:.1%} of joint-frames; reprojection error {errors}; "
         f"{r['mean_cameras_used'] or 0:.2f} cameras per joint",
         *_output_lines(r),
@@ -302,6 +405,7 @@ def _people_summary(r: dict) -> list[str]:
         f"{r['tracks_dir']}: {r['frames']} frames, {r['joints']} joints ({r['layout']}), "
         f"{r['fps']:g} fps, calibration {r['calibration']}; {len(r['people'])} people",
         *_camera_lines(r),
+        *swaps_line(r),
     ]
     for k, p in enumerate(r["people"]):  # one line per person (a handful)
         med = p["median_reprojection_px"]

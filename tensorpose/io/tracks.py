@@ -168,6 +168,8 @@ class Keypoints2D:
         kind: ``openpose``, ``coco`` or ``npz``.
         track_frames: frames in which each linked track is present (one entry for npz).
         person: the chosen track.
+        track_centres: per track the median over its frames of its found keypoints' mean
+            ``(x, y)`` in pixels (where in the image it is; NaN: never found).
         fps, size: frame rate and ``(width, height)`` stored in the file, if any.
         dropped_detections: detections too small to start a track, left out (see
             :class:`Tracks`).
@@ -182,6 +184,14 @@ class Keypoints2D:
     fps: float | None = None
     size: tuple[int, int] | None = None
     dropped_detections: int = 0
+    track_centres: list[tuple[float, float]] = field(default_factory=list)
+
+    def people(self, min_fraction: float = 0.1) -> list[int]:
+        """The tracks present in at least ``min_fraction`` of the frames (the people: a
+        track of a few frames is a flicker, not a person), the chosen one always included."""
+        T = self.keypoints.shape[0]
+        return [p for p, n in enumerate(self.track_frames)
+                if n >= max(min_fraction * T, 1) or p == self.person]  # fmt: skip
 
 
 def _read_coco_results(path: Path) -> list[np.ndarray]:
@@ -391,10 +401,11 @@ def read_tracks(
 
 def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
                  source: Path) -> tuple[int, list[int]]:  # fmt: skip
-    """``tracks (T, P, K, 3)``: the chosen track (default: the best covered, i.e. the one with
-    the most frames in which every joint of the lifter's skeleton (``h36m17``, made from the
-    layout) is found; ties: the most found keypoints over all frames, then the first) and the
-    frames each track is present in."""
+    """``tracks (T, P, K, 3)``: the chosen track (default: the one seen whole in the most
+    frames, i.e. with every joint of the lifter's skeleton (``h36m17``, made from the layout)
+    found; ties: the most frames with a keypoint found, then the most found keypoints over all
+    frames, then the first; never the largest in the image) and the frames each track is
+    present in."""
     seen = torch.isfinite(tracks[..., :2]).all(-1)  # (T, P, K)
     counts = [int(n) for n in seen.any(-1).sum(0)]
     if not counts:
@@ -403,7 +414,7 @@ def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
         whole = torch.isfinite(to_h36m17(tracks, layout)[..., :2]).all(-1).all(-1)  # (T, P)
         covered = whole.sum(0).tolist()
         keypoints = seen.sum((0, 2)).tolist()
-        best = max(range(len(counts)), key=lambda p: (covered[p], keypoints[p], -p))
+        best = max(range(len(counts)), key=lambda p: (covered[p], counts[p], keypoints[p], -p))
         return best, counts
     if not 0 <= person < len(counts):
         raise InputError(
@@ -411,6 +422,15 @@ def _pick_person(tracks: torch.Tensor, layout: str, person: int | None,
             f"frames present: {', '.join(map(str, counts))})"
         )
     return person, counts
+
+
+def track_centres(tracks: torch.Tensor) -> list[tuple[float, float]]:
+    """Per track of ``tracks (T, P, K, 3)`` the median over its frames of the mean ``(x, y)``
+    of its found keypoints (pixels; NaN where never found)."""
+    xy = tracks[..., :2]
+    mean = xy.nanmean(-2)  # (T, P, 2): NaN where the track has no keypoint
+    mid = mean.nanmedian(0).values if len(xy) else xy.new_full((xy.shape[1], 2), float("nan"))
+    return [(float(x), float(y)) for x, y in mid.tolist()]
 
 
 def read_person(
@@ -425,10 +445,11 @@ def read_person(
     Args:
         path: an OpenPose JSON folder, a ``.json`` COCO results file or an ``.npz``.
         layout: keypoint layout (default: detected from the keypoint count and geometry).
-        person: track index (default: the best covered track, after linking: the most frames
-            with every joint the lifter needs; ties: the most found keypoints; both counting
-            the joints of confidence ``min_confidence`` or more, the ones ``lift`` uses: the
-            choice is the same before and after ``smooth``, which keeps only those).
+        person: track index (default: after linking, the track seen whole in the most
+            frames, i.e. with every joint the lifter needs; ties: the most frames seen, then
+            the most found keypoints; all counting the joints of confidence
+            ``min_confidence`` or more, the ones ``lift`` uses: the choice is the same before
+            and after ``smooth``, which keeps only those).
         progress: a progress bar while reading an OpenPose folder of 300 files or more.
 
     Returns:
@@ -447,4 +468,4 @@ def read_person(
     counts = [int(n) for n in torch.isfinite(tracks.raw[..., :2]).all(-1).any(-1).sum(0)]
     return Keypoints2D(tracks.raw[:, p].clone(), tracks.layout, tracks.layout_reason,
                        tracks.kind, counts, p, tracks.fps, tracks.size,
-                       tracks.dropped_detections)  # fmt: skip
+                       tracks.dropped_detections, track_centres(tracks.raw))  # fmt: skip

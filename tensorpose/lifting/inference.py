@@ -193,7 +193,7 @@ def normalize_input(
         if size is None:
             raise InputError(
                 "this lifter was trained on screen-normalised keypoints and needs the image "
-                "size: pass --size WxH, or --calib FILE --camera NAME"
+                "size: pass --size WxH, --calib FILE --camera NAME, or --video"
             )
         return normalize_screen(pixels, float(size[0]), float(size[1]))
     if normalization != "intrinsics":
@@ -202,7 +202,7 @@ def normalize_input(
         if size is None:
             raise InputError(
                 "this lifter takes camera-normalised keypoints and needs the intrinsics or the "
-                "image size: pass --calib FILE --camera NAME, or --size WxH"
+                "image size: pass --calib FILE --camera NAME, --size WxH, or --video"
             )
         K = default_intrinsics(float(size[0]), float(size[1]), dtype=torch.float64)
     K = K.to(pixels)

@@ -8,15 +8,19 @@
   camera dropping).
 - :mod:`.association`: one person across views, and every person per frame.
 - :mod:`.people`: people linked over time (:class:`PeopleLinker`,
-  :func:`triangulate_cameras_people`).
+  :func:`triangulate_cameras_people`; :func:`triangulate_cameras_one`: the person most cameras
+  see longest).
+- :mod:`.swaps`: each person's left and right made consistent across cameras
+  (:func:`find_swaps`).
 - :mod:`.motion3d`: triangulate's 3D outputs (axes, frame rate, filters, gap filling).
 """
 
 from .association import triangulate_everyone, triangulate_people
 from .dlt import reprojection_errors, weighted_dlt
 from .motion3d import Filter3D, filter_points
-from .people import PeopleLinker, triangulate_cameras_people
+from .people import PeopleLinker, triangulate_cameras_one, triangulate_cameras_people
 from .recording import Recording, camera_agreement, open_recording, triangulate_cameras
+from .swaps import find_swaps
 from .triangulate import Triangulation, triangulate_points
 
 __all__ = [
@@ -26,9 +30,11 @@ __all__ = [
     "Triangulation",
     "camera_agreement",
     "filter_points",
+    "find_swaps",
     "open_recording",
     "reprojection_errors",
     "triangulate_cameras",
+    "triangulate_cameras_one",
     "triangulate_cameras_people",
     "triangulate_everyone",
     "triangulate_people",

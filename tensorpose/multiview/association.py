@@ -57,6 +57,7 @@ from .dlt import (
     _solve_upper,
     reprojection_errors,
 )
+from .swaps import apply_swaps, find_swaps, rescue_swapped
 from .triangulate import Triangulation, _check_drop, _robust
 
 __all__ = [
@@ -76,6 +77,7 @@ class PeopleTriangulation(Triangulation):
         person: ``(T, C)`` the detection index chosen in each camera (-1: none).
         score: ``(T,)`` the winner's association score: supporting (joint, camera)
             observations minus ``e / (1 + e)`` for its mean two-view error ``e`` (-inf: nobody).
+        swapped: ``(T, C)`` (see :class:`Triangulation`; all False unless asked for).
     """
 
     score: torch.Tensor = None  # type: ignore[assignment]
@@ -180,8 +182,8 @@ def _triangulate_people(
     # 2. One candidate per reference detection; the best of each frame wins.
     person, win_score = _winners(seen, *best, association_px, min_common_joints, K.dtype)
     # 3. Robust triangulation of the winners.
-    res = _triangulate_winners(person, xy, seen, fd, K, dist, R, t, max_error_px, min_cameras,
-                               drop)  # fmt: skip
+    res, _ = _triangulate_winners(person, xy, seen, fd, K, dist, R, t, max_error_px,
+                                  min_cameras, drop)  # fmt: skip
     return PeopleTriangulation(
         points=res.points,
         errors=res.errors,
@@ -427,9 +429,44 @@ def _triangulate_winners(
     max_error_px: float,
     min_cameras: int,
     drop: str,
-) -> Triangulation:
+    flip: torch.Tensor | None = None,
+) -> tuple[Triangulation, torch.Tensor | None]:
     """Robust triangulation of the winners ``person (..., T, C)`` (gathered per camera: a loop
-    over cameras)."""
+    over cameras); with ``flip`` (:func:`tensorpose.layouts.flip_index`), each camera's
+    left/right labelling made consistent with the others' first
+    (:func:`tensorpose.multiview.swaps.rescue_swapped`, then
+    :func:`~tensorpose.multiview.swaps.find_swaps`): also the swaps ``(..., T, C)``, and the
+    result's ``person`` holds the detections that joined swapped."""
+    g_f, g_seen, g_xy = _gather(person, xy, seen, fd, K)
+    tri = _robust(g_f, g_seen, g_xy, K, dist, R, t, max_error_px, min_cameras, drop)
+    if flip is None:
+        return tri, None
+    # a camera whose detection is labelled the other way round mostly fails to join: the
+    # detections left over that fit the person once swapped join it, swapped
+    person, rescued = rescue_swapped(person, tri.points, tri.valid, xy, seen, K, dist, R, t,
+                                     flip, max_error_px)  # fmt: skip
+    g = _gather(person, xy, seen, fd, K)
+    g_f, g_seen, g_xy = _swapped(g, rescued, flip)
+    # then each camera against the others (the rescued ones as they join: swapped)
+    again, _, _ = find_swaps(g_f, g_seen, g_xy, K, dist, R, t, flip, max_error_px)
+    swap = rescued ^ again
+    g_f, g_seen, g_xy = _swapped(g, swap, flip)
+    tri = _robust(g_f, g_seen, g_xy, K, dist, R, t, max_error_px, min_cameras, drop)
+    tri.person = person
+    return tri, swap
+
+
+def _swapped(g: tuple, swap: torch.Tensor, flip: torch.Tensor) -> tuple:
+    """:func:`_gather`'s features, seen joints and pixels with the cameras ``swap`` swapped."""
+    f, seen, xy = g
+    seen = apply_swaps(seen.unsqueeze(-1), swap, flip).squeeze(-1)
+    return apply_swaps(f, swap, flip), seen, apply_swaps(xy, swap, flip)
+
+
+def _gather(person: torch.Tensor, xy: list, seen: list, fd: list,
+            K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The DLT features ``(..., T, J, C, 4)``, seen joints ``(..., T, J, C)`` and pixels
+    ``(..., T, J, C, 2)`` of the detections ``person (..., T, C)`` (a loop over cameras)."""
     C = len(xy)
     T, J = seen[0].shape[0], seen[0].shape[-1]
     lead = person.shape[:-1]  # (..., T)
@@ -446,8 +483,7 @@ def _triangulate_winners(
         g_xy.append(xy[c][frame, q])
         g_seen.append(seen[c][frame, q] & (person[..., c] >= 0).unsqueeze(-1))
         g_f.append(fd[c][frame, q])
-    return _robust(torch.stack(g_f, -2), torch.stack(g_seen, -1), torch.stack(g_xy, -2),
-                   K, dist, R, t, max_error_px, min_cameras, drop)  # fmt: skip
+    return torch.stack(g_f, -2), torch.stack(g_seen, -1), torch.stack(g_xy, -2)
 
 
 # ---------------------------------------------------------------------- every person
@@ -520,6 +556,7 @@ def triangulate_everyone(
     min_cameras: int = 2,
     drop: str = "leave_one_out",
     max_people: int | None = None,
+    flip: list[int] | None = None,
 ) -> PeopleTriangulation:
     """Every person seen by at least two cameras in every frame, associated across views and
     triangulated (see the module's docstring).
@@ -529,12 +566,17 @@ def triangulate_everyone(
         min_common_joints, min_cameras, drop: as in
             :func:`tensorpose.multiview.association.triangulate_people`.
         max_people: at most this many people per frame (default: as many as are found).
+        flip: :func:`tensorpose.layouts.flip_index` of the layout: each person's left and right
+            made consistent across cameras before it is triangulated
+            (:func:`tensorpose.multiview.swaps.find_swaps`; ``swapped`` says where); ``None``:
+            as labelled.
 
     Returns:
         :class:`~tensorpose.multiview.association.PeopleTriangulation` with a leading people dim
         ``M`` (slots per frame, best first; not identities over time): ``points (M, T, J,
         3)``, ``errors``, ``used (M, T, J, C)``, ``mean_error``, ``valid (M, T, J)``,
-        ``person (M, T, C)`` (-1: none), ``score (M, T)`` (-inf: no person in that slot).
+        ``person (M, T, C)`` (-1: none), ``score (M, T)`` (-inf: no person in that slot),
+        ``swapped (M, T, C)``.
     """
     with torch.inference_mode():
         cams = _per_camera(keypoints)
@@ -551,8 +593,12 @@ def triangulate_everyone(
                                              min_common_joints)  # fmt: skip
         person, win = select_people(pairs, costs, supports, seen, association_px,
                                     min_common_joints, max_people)  # fmt: skip
-        res = _triangulate_winners(person, xy, seen, fd, K, dist, R, t, max_error_px,
-                                   min_cameras, drop)  # fmt: skip
+        flips = None if flip is None else torch.as_tensor(flip, device=K.device)
+        res, swap = _triangulate_winners(person, xy, seen, fd, K, dist, R, t, max_error_px,
+                                         min_cameras, drop, flips)  # fmt: skip
+        person = person if res.person is None else res.person
+        if swap is None:
+            swap = torch.zeros(person.shape, dtype=torch.bool, device=K.device)
         out = PeopleTriangulation(res.points, res.errors, res.used, res.mean_error, res.valid,
-                                  person=person, score=win)  # fmt: skip
+                                  person=person, score=win, swapped=swap)  # fmt: skip
     return PeopleTriangulation(**{k: v.clone() for k, v in out.arrays().items()})

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..layouts import LAYOUTS
+from ..layouts import LAYOUTS, flip_index
 from ..ops.assignment import linear_assignment
 from .association import triangulate_everyone
 from .recording import (
@@ -34,8 +34,11 @@ __all__ = [
     "PeopleLinker",
     "centres",
     "check_people",
+    "choose_person",
     "link_people",
+    "seen_by",
     "split_tracks",
+    "triangulate_cameras_one",
     "triangulate_cameras_people",
 ]
 
@@ -125,7 +128,7 @@ def link_people(centre: np.ndarray, max_gap: int = 30, gate_m: float = 0.5) -> n
     return PeopleLinker(max_gap, gate_m).link(centre)
 
 
-KEYS = ("points", "errors", "mean_error", "used", "valid", "person")
+KEYS = ("points", "errors", "mean_error", "used", "valid", "person", "swapped")
 """The per-frame arrays of a person's :class:`~tensorpose.multiview.triangulate.Triangulation`."""
 
 
@@ -182,6 +185,39 @@ def split_tracks(slots: dict[str, np.ndarray], track: np.ndarray) -> list[dict[s
     return rows.tracks(list(range(len(rows.valid))))
 
 
+def _link_recording(cameras: Cameras | Recording, *, min_confidence: float,
+                    max_reprojection_px: float, association_px: float, drop: str,
+                    max_gap: int, gate_m: float, device, chunk_frames: int,
+                    agreement: CameraAgreement | None,
+                    fix_swaps: bool = False) -> _TrackRows:  # fmt: skip
+    """Every person of ``cameras`` associated, triangulated and linked over time, a chunk of
+    frames at a time: the rows of every track (``fix_swaps``: each person's left and right
+    made consistent across cameras first, :mod:`tensorpose.multiview.swaps`)."""
+    check_options(min_confidence, max_reprojection_px, drop)
+    check_chunk(chunk_frames)
+    cal = cameras.calibration.to(device=device, dtype=torch.float64)
+    T = cameras.frames
+    linker, rows = PeopleLinker(max_gap, gate_m), _TrackRows(T)
+    for start in range(0, T, chunk_frames):  # a chunk of frames at a time
+        frames = cameras.read(start, min(start + chunk_frames, T))
+        packed = pack_keypoints(cameras, frames=frames)
+        flip = flip_index(cameras.layout_so_far()) if fix_swaps else None
+        res = triangulate_everyone([k.to(device) for k in packed], cal.K, cal.dist,
+                                   cal.R, cal.t, min_confidence=min_confidence,
+                                   max_error_px=max_reprojection_px,
+                                   association_px=association_px, drop=drop,
+                                   flip=flip)  # fmt: skip
+        del frames
+        r = res.numpy().arrays()
+        r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
+        track = linker.link(centres(r["points"], r["valid"]))
+        if agreement is not None:
+            agreement.add(packed, np.ascontiguousarray(r["points"].swapaxes(0, 1)),
+                          np.ascontiguousarray(r["valid"].swapaxes(0, 1)), track)  # fmt: skip
+        rows.add(start, track, r)
+    return rows
+
+
 def triangulate_cameras_people(
     cameras: Cameras | Recording,
     people: int | None = None,
@@ -196,6 +232,7 @@ def triangulate_cameras_people(
     device: str | torch.device = "cpu",
     chunk_frames: int = CHUNK_FRAMES,
     agreement: CameraAgreement | None = None,
+    fix_swaps: bool = False,
 ) -> list[Triangulation]:
     """Every person of ``cameras`` seen by two cameras or more, associated, triangulated and
     linked over time; ranked by valid joint-frames (best seen first).
@@ -216,31 +253,20 @@ def triangulate_cameras_people(
         agreement: gathers each camera's agreement with the people
             (:class:`~tensorpose.multiview.recording.CameraAgreement`; its ``result`` then
             counts the people kept) from the chunks' detections as they are triangulated.
+        fix_swaps: each person's left and right made consistent across cameras before it is
+            triangulated (:mod:`tensorpose.multiview.swaps`; each result's ``swapped (T, C)``
+            says where).
 
     Raises:
         ValueError: fewer than ``people`` people found (naming ``--people``), none at all, or
             more than :data:`MAX_PEOPLE`.
     """
-    check_options(min_confidence, max_reprojection_px, drop)
-    check_chunk(chunk_frames)
-    cal = cameras.calibration.to(device=device, dtype=torch.float64)
     T = cameras.frames
-    linker, rows = PeopleLinker(max_gap, gate_m), _TrackRows(T)
-    for start in range(0, T, chunk_frames):  # a chunk of frames at a time
-        frames = cameras.read(start, min(start + chunk_frames, T))
-        packed = pack_keypoints(cameras, frames=frames)
-        res = triangulate_everyone([k.to(device) for k in packed], cal.K, cal.dist,
-                                   cal.R, cal.t, min_confidence=min_confidence,
-                                   max_error_px=max_reprojection_px,
-                                   association_px=association_px, drop=drop)  # fmt: skip
-        del frames
-        r = res.numpy().arrays()
-        r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
-        track = linker.link(centres(r["points"], r["valid"]))
-        if agreement is not None:
-            agreement.add(packed, np.ascontiguousarray(r["points"].swapaxes(0, 1)),
-                          np.ascontiguousarray(r["valid"].swapaxes(0, 1)), track)  # fmt: skip
-        rows.add(start, track, r)
+    rows = _link_recording(cameras, min_confidence=min_confidence,
+                           max_reprojection_px=max_reprojection_px,
+                           association_px=association_px, drop=drop, max_gap=max_gap,
+                           gate_m=gate_m, device=device, chunk_frames=chunk_frames,
+                           agreement=agreement, fix_swaps=fix_swaps)  # fmt: skip
     order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if people is None:
         keep = [k for k in order if rows.frames[k] >= max(min_frames * T, 1)]
@@ -261,3 +287,91 @@ def triangulate_cameras_people(
     if agreement is not None:
         agreement.keep = keep  # the tracks of ``tris``, in their order
     return tris
+
+
+STEADY = 0.5
+"""A camera counts towards how well a person is seen (:func:`seen_by`) when it sees the person
+in at least this share of the person's frames: a camera that joins a person only now and then
+is most often a mistaken association (another person's detection that happens to fit)."""
+
+
+def seen_by(person: np.ndarray, used: np.ndarray, valid: np.ndarray) -> dict:
+    """How well the cameras see one person: ``person (T, C)`` its detection per camera (-1:
+    none), ``used (T, J, C)``, ``valid (T, J)``. A camera sees the person in a frame when it
+    gave a valid joint. Returns ``frames`` (frames with a valid joint), ``per_camera`` (frames
+    each camera sees it), ``camera_frames`` (their sum) and ``steady_camera_frames``: the sum
+    over the cameras that see it in at least :data:`STEADY` of its frames (the ranking of
+    :func:`choose_person`)."""
+    sees = (used & valid[..., None]).any(-2) & (person >= 0)  # (T, C)
+    frames = int(valid.any(-1).sum())
+    per = sees.sum(0)
+    steady = per >= max(STEADY * frames, 1)
+    return {"frames": frames, "per_camera": per.tolist(), "camera_frames": int(per.sum()),
+            "steady_camera_frames": int(per[steady].sum())}  # fmt: skip
+
+
+def choose_person(seen: list[dict]) -> int:
+    """The person most cameras see longest among :func:`seen_by`'s figures of each: the most
+    camera-frames of the cameras that see it steadily (:data:`STEADY`); ties: the most
+    camera-frames, then the first. Never the largest in one view: a person seen by one camera
+    is not triangulated at all."""
+    return max(
+        range(len(seen)),
+        key=lambda k: (seen[k]["steady_camera_frames"], seen[k]["camera_frames"], -k),
+    )
+
+
+def triangulate_cameras_one(
+    cameras: Cameras | Recording,
+    *,
+    min_confidence: float = 0.3,
+    max_reprojection_px: float = 15.0,
+    association_px: float = 20.0,
+    drop: str = "leave_one_out",
+    max_gap: int = 30,
+    gate_m: float = 0.5,
+    min_frames: float = 0.1,
+    device: str | torch.device = "cpu",
+    chunk_frames: int = CHUNK_FRAMES,
+    agreement: CameraAgreement | None = None,
+    fix_swaps: bool = False,
+) -> tuple[Triangulation, list[dict], int]:
+    """One person of ``cameras``: every person associated, triangulated and linked over time
+    (as :func:`triangulate_cameras_people`), then the one most cameras see longest
+    (:func:`choose_person`), in every frame (empty where that person is not seen).
+
+    Returns the person's triangulation, the figures of the people (each present in at least
+    ``min_frames`` of the frames, and the one chosen; ranked as ``--people auto`` ranks them,
+    by valid joint-frames: :func:`seen_by`'s plus ``centre_m``, the median of its centre) and
+    the index of the one chosen among them. With nobody seen by two cameras, an empty
+    triangulation (every joint invalid) and no people. ``agreement`` then counts that person.
+    """
+    T = cameras.frames
+    rows = _link_recording(cameras, min_confidence=min_confidence,
+                           max_reprojection_px=max_reprojection_px,
+                           association_px=association_px, drop=drop, max_gap=max_gap,
+                           gate_m=gate_m, device=device, chunk_frames=chunk_frames,
+                           agreement=agreement, fix_swaps=fix_swaps)  # fmt: skip
+    names = list(LAYOUTS[cameras.layout])
+    order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
+    if not order:
+        C, J = len(cameras.names), len(names)
+        tri = Triangulation(np.full((T, J, 3), np.nan), np.full((T, J, C), np.nan),
+                            np.zeros((T, J, C), bool), np.full((T, J), np.nan),
+                            np.zeros((T, J), bool), np.full((T, C), -1), names,
+                            np.zeros((T, C), bool))  # fmt: skip
+        if agreement is not None:
+            agreement.keep = []
+        return tri, [], -1
+    arrays = rows.tracks(order)  # every track's rows, best seen first
+    seen = [seen_by(a["person"], a["used"], a["valid"]) for a in arrays]
+    best = choose_person(seen)
+    keep = [k for k in range(len(order))
+            if rows.frames[order[k]] >= max(min_frames * T, 1) or k == best]  # fmt: skip
+    with np.errstate(all="ignore"):
+        people = [seen[k] | {"centre_m": np.nanmedian(centres(arrays[k]["points"],
+                                                             arrays[k]["valid"]), 0).tolist()}
+                  for k in keep]  # fmt: skip
+    if agreement is not None:
+        agreement.keep = [order[best]]
+    return Triangulation(**arrays[best], names=names), people, keep.index(best)

@@ -30,8 +30,15 @@ from ..io.openpose import (
     first_person,
     frame_paths,
     read_openpose_files,
+    write_openpose,
 )
-from ..layouts import LAYOUTS, candidate_layouts, join_evidence, layout_from_evidence
+from ..layouts import (
+    LAYOUTS,
+    candidate_layouts,
+    flip_index,
+    join_evidence,
+    layout_from_evidence,
+)
 from .association import triangulate_people
 from .dlt import reprojection_errors
 from .triangulate import DROP_RULES, Triangulation
@@ -57,6 +64,7 @@ __all__ = [
     "summarize",
     "triangulate_cameras",
     "trim_frames",
+    "write_repaired_2d",
 ]
 
 LIMBS = [
@@ -153,6 +161,9 @@ class Cameras:
         """Per camera the detections of frames ``start:stop``."""
         return [d[start:stop] for d in self.detections]
 
+    def layout_so_far(self) -> str:
+        return self.layout
+
 
 @dataclass
 class Recording:
@@ -208,6 +219,16 @@ class Recording:
         stops = [self.evidence[s][0] for s in starts]
         if starts[:1] != [0] or stops[-1] != self.frames or starts[1:] != stops[:-1]:
             raise RuntimeError("read every frame of the recording once before its layout")
+        return self._layout_of(starts)
+
+    def layout_so_far(self) -> str:
+        """The given layout, else the one the frames read so far show (:attr:`layout` once
+        every frame is read)."""
+        if self.given is not None:
+            return self.given
+        return self._layout_of(sorted(self.evidence))
+
+    def _layout_of(self, starts: list[int]) -> str:
         layouts = []
         for c in range(len(self.folders)):  # a handful of cameras
             recorded = {self.evidence[s][1 + c][1] for s in starts}
@@ -605,3 +626,33 @@ def check_agreement(agreement: list[dict], tracks_dir, max_reprojection_px: floa
                          f"{each}); are the cameras of the calibration matched to the right "
                          "folders?")  # fmt: skip
     return agreement
+
+
+def write_repaired_2d(cameras: Cameras | Recording, tris: list[Triangulation],
+                      folder: str | os.PathLike, fps: float | None = None,
+                      chunk_frames: int = CHUNK_FRAMES) -> list[Path]:  # fmt: skip
+    """Every camera's detections as OpenPose JSON, one sub-folder per camera named as its input
+    folder, with left and right exchanged in the detections of the people ``tris`` where
+    their ``swapped (T, C)`` says so (the input of ``smooth`` and ``lift``). Read and written
+    ``chunk_frames`` frames at a time; returns the folders."""
+    flip = torch.tensor(flip_index(cameras.layout))
+    out = [Path(folder) / f.name for f in cameras.folders]
+    names = [[Path(x).name for x in files] for files in getattr(cameras, "files", [])]
+    for start in range(0, cameras.frames, chunk_frames):  # a chunk of frames at a time
+        stop = min(start + chunk_frames, cameras.frames)
+        packed = pack_keypoints(cameras, frames=cameras.read(start, stop))
+        for c, kp in enumerate(packed):  # a handful of cameras
+            for tri in tris:  # a handful of people: their swapped detections, all at once
+                if tri.swapped is None:
+                    continue
+                hit = torch.from_numpy(
+                    tri.swapped[start:stop, c] & (tri.person[start:stop, c] >= 0)
+                )
+                t = hit.nonzero().squeeze(-1)
+                q = torch.from_numpy(tri.person[start:stop, c])[t]
+                kp[t, q] = kp[t, q].index_select(-2, flip)
+            files = (names[c][start:stop] if names
+                     else [f"{cameras.folders[c].name}_{i:012d}_keypoints.json"
+                           for i in range(start, stop)])  # fmt: skip
+            write_openpose(kp, out[c], files, cameras.layout, fps=fps)
+    return out

@@ -62,6 +62,9 @@ class Triangulation:
         person: a recording's ``(T, C)`` detection chosen per camera (-1: none); ``None``
             for points alone.
         names: a recording's joint names; ``None`` for points alone.
+        swapped: a recording's ``(T, C)`` cameras whose left and right were exchanged before
+            the triangulation (:func:`tensorpose.multiview.swaps.find_swaps`; all False when
+            not tested); ``None`` for points alone.
     """
 
     points: Any
@@ -71,6 +74,7 @@ class Triangulation:
     valid: Any
     person: Any = None
     names: list[str] | None = None
+    swapped: Any = None
 
     @property
     def num_cameras(self) -> Any:

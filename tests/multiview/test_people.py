@@ -198,7 +198,7 @@ def test_people_outputs_and_errors(tmp_path):
     )
     single_keys = {"points", "errors", "mean_error", "used", "valid", "person", "names",
                    "cameras", "folders", "fps", "units", "marker_names", "axes", "trc_axes",
-                   "filter"}  # fmt: skip
+                   "filter", "swapped"}  # fmt: skip
     for k in (1, 2):
         npz = np.load(out / f"synthetic_two_people_p{k}_3d.npz")
         assert set(npz.files) == single_keys and npz["points"].shape == (FRAMES, 25, 3)
