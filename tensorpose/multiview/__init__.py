@@ -13,6 +13,8 @@
 - :mod:`.swaps`: each person's left and right made consistent across cameras
   (:func:`find_swaps`).
 - :mod:`.motion3d`: triangulate's 3D outputs (axes, frame rate, filters, gap filling).
+- :mod:`.sync`: each camera's frame offset from keypoint speeds (and the calibration's
+  epipolar agreement): ``tensorpose sync``.
 """
 
 from .association import triangulate_everyone, triangulate_people
