@@ -385,3 +385,25 @@ def test_video_frames_over_the_limits_are_refused_from_the_header(monkeypatch):
     monkeypatch.setattr(video, "MAX_VIDEO_FRAMES", 10)
     with pytest.raises(ValueError, match="10 frames"):
         video.open_video(clip)
+
+
+def test_predict_overwrite_never_removes_a_users_file_in_its_folders(tmp_path, capsys):
+    """``--overwrite`` replaces predict's own folders whole: one holding a file predict does not
+    write (the user's) is refused, nothing removed; without it the outputs are replaced."""
+    images = tmp_path / "images"
+    images.mkdir()
+    coco = Path(__file__).resolve().parents[1] / "tensorpose" / "assets" / "coco" / "images"
+    src = sorted(coco.glob("*.jpg"))
+    shutil.copy(src[0], images / src[0].name)
+    out = tmp_path / "out"
+    argv = ["predict", str(images), "--model", "blazepose", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    mine = out / "openpose" / "mine.txt"
+    mine.write_text("my notes")
+    before = tree(out)
+    err = error(capsys, [*argv, "--overwrite"])
+    assert str(mine) in err and "not an output" in err
+    assert tree(out) == before  # nothing removed, nothing replaced
+    mine.unlink()
+    assert main([*argv, "--overwrite"]) == 0
+    assert (out / "results.json").is_file() and any((out / "openpose").glob("*.json"))

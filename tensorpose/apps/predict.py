@@ -348,7 +348,8 @@ def predict(
     cameras = videos is not None and input.is_dir()  # one output per camera video
     movies = [f"{v.stem}.mp4" for v in videos] if cameras else [f"{stem}.mp4"]
     outputs = OutputFolder(out_dir, ["openpose", "results.json", "drawn", *movies], inputs=[
-        input, boxes, *inputs], overwrite=overwrite, whole_folder=True)  # fmt: skip
+        input, boxes, *inputs], overwrite=overwrite, whole_folder=True,
+        owned_suffixes=(".json", *IMAGE_EXTENSIONS))  # fmt: skip
     dets, names = load_detections(boxes) if boxes is not None else ({}, {})
     opened: list[OpenedVideo] = []  # each video opened once: probed, then decoded
     which = {"coco": coco, "openpose": openpose, "draw": draw}

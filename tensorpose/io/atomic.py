@@ -292,6 +292,8 @@ class OutputFolder:
         flag: the CLI flag that named ``out_dir``, for messages.
         whole_folder: the command owns the folder: without ``overwrite`` a folder that holds
             anything is refused (else only existing outputs are).
+        owned_suffixes: the suffixes of the files the command writes inside its folder
+            outputs; with ``overwrite`` such a folder holding any other file is refused.
     """
 
     def __init__(
@@ -303,6 +305,7 @@ class OutputFolder:
         overwrite: bool = False,
         flag: str = "--out",
         whole_folder: bool = False,
+        owned_suffixes: Sequence[str] = (),
         say: Callable[[str], None] = print,
     ) -> None:
         self.out_dir = Path(out_dir)
@@ -320,6 +323,7 @@ class OutputFolder:
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise InputError(f"{flag} {self.out_dir}: exists and is not a folder")
         self.overwrite, self.flag, self.whole_folder = overwrite, flag, whole_folder
+        self.owned_suffixes = tuple(s.lower() for s in owned_suffixes)
         self._check_existing()
         self.staging: Path | None = None
         self.lock: FolderLock | None = None
@@ -330,6 +334,7 @@ class OutputFolder:
         """Without ``overwrite``, refuse an output that exists (a symlink, even a dangling one,
         counts)."""
         if self.overwrite:
+            self._check_folders_hold_ours()
             return
         hits = [p for p in (self.out_dir / n for n in self.names) if p.exists() or p.is_symlink()]
         if self.whole_folder and self.out_dir.is_dir() and not hits:
@@ -341,6 +346,23 @@ class OutputFolder:
                 f"{hits[0]} exists: pass --overwrite to replace the outputs, or choose "
                 f"another {self.flag}"
             )
+
+    def _check_folders_hold_ours(self) -> None:
+        """With ``overwrite``, an output that is a folder is replaced whole: refuse one that holds
+        a file the command does not write (a suffix not in ``owned_suffixes``: the user's own,
+        e.g. ``openpose/notes.txt``), so that nothing but the command's outputs is removed."""
+        if not self.owned_suffixes:
+            return
+        for n in self.names:
+            folder = self.out_dir / n
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            for p in folder.rglob("*"):  # the command's earlier outputs (and anything else)
+                if not p.is_dir() and p.suffix.lower() not in self.owned_suffixes:
+                    raise InputError(
+                        f"{p} is not an output of this command, and --overwrite replaces the "
+                        f"folder {folder} whole: move the file, or choose another {self.flag}"
+                    )
 
     def __enter__(self) -> OutputFolder:
         self.created = not self.out_dir.exists()  # removed again if nothing gets committed
