@@ -407,3 +407,25 @@ def test_predict_overwrite_never_removes_a_users_file_in_its_folders(tmp_path, c
     mine.unlink()
     assert main([*argv, "--overwrite"]) == 0
     assert (out / "results.json").is_file() and any((out / "openpose").glob("*.json"))
+
+
+def test_a_file_size_limit_while_writing_names_the_output_folder(tmp_path):
+    """``ulimit -f`` (EFBIG) while the outputs are written: one line naming ``--out``, exit 2,
+    the earlier outputs kept."""
+    import resource
+
+    out = tmp_path / "out"
+    argv = ["triangulate", str(TRACKS), "--calib", str(CALIB), "--fps", "60", "--out", str(out)]
+    assert main(argv) == 0
+    before = tree(out)
+
+    def small_files():  # in the child: files of at most 16 KiB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))
+
+    r = subprocess.run([sys.executable, "-m", "tensorpose", *argv, "--overwrite"],
+                       capture_output=True, text=True, timeout=120,
+                       preexec_fn=small_files)  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert f"--out {out}" in lines[0] and "File too large" in lines[0]
+    assert tree(out) == before

@@ -271,6 +271,11 @@ class _DeferSignals:
                 signal.raise_signal(n)
 
 
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Write errors that are the disk's or the user's limits (full disk, quota, ``ulimit -f``):
+named with the output folder."""
+
+
 class OutputFolder:
     """The named outputs of one command in ``out_dir``, written all or nothing.
 
@@ -426,3 +431,10 @@ class OutputFolder:
             if self.created and not self.committed:
                 with contextlib.suppress(OSError):  # only if still empty
                     self.out_dir.rmdir()
+        error = exc[1] if len(exc) > 1 else None
+        if isinstance(error, OSError) and error.errno in FULL_ERRNOS and not self.committed:
+            raise InputError(
+                f"{self.flag} {self.out_dir}: {error.strerror or error} while writing the outputs"
+                " (the disk is full, over quota or over the file-size limit); nothing was "
+                "changed there"
+            ) from error
