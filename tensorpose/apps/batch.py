@@ -488,7 +488,8 @@ def _ray_parts(threads: int):
                 gen = decode.options(_generator_backpressure_num_objects=DECODE_AHEAD).remote(
                     videos, CHUNK_STEPS)  # fmt: skip
                 decoded = self._stream(gen)
-            return run_steps(rec, ("predict",), options, overwrite, self.models, decoded)
+            got = run_steps(rec, ("predict",), options, overwrite, self.models, decoded)
+            return {**got, "node": ray.get_runtime_context().get_node_id()}
 
         def _stream(self, gen) -> Iterator[list]:
             for i, ref in enumerate(gen):  # chunks of time steps, as they are decoded
@@ -550,7 +551,7 @@ def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress,
     free = list(pool)
     waiting = list(todo)  # recordings whose prediction is not yet submitted
     running: dict = {}  # ref -> (recording, stage, actor, attempt, frames)
-    frames: dict[str, int] = {}
+    predicted: dict[str, dict] = {}  # recording -> its prediction's frames, seconds, node
 
     def submit_cpu(rec: Recording, attempt: int = 0) -> None:
         ref = cpu_steps.remote(rec, cpu, options, overwrite)
@@ -589,13 +590,20 @@ def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress,
                 continue
             if stage == "predict":
                 free.append(a)
-                frames[rec.name] = got["frames"]
+                predicted[rec.name] = got
                 if cpu:
                     submit_cpu(rec)
                     continue
-            n = frames.get(rec.name, 0)
-            report["done"].append({"recording": rec.name, "frames": n,
-                                   "seconds": round(got["seconds"], 3)})  # fmt: skip
+            first = predicted.pop(rec.name, {"frames": 0, "seconds": 0.0})
+            n = first["frames"]
+            entry = {
+                "recording": rec.name,
+                "frames": n,
+                "seconds": round(first["seconds"] + (got["seconds"] if stage == "cpu" else 0), 3),
+            }
+            if "node" in first:
+                entry["node"] = first["node"]
+            report["done"].append(entry)
             progress.update(rec.name, "done", n)
     except KeyboardInterrupt:
         for ref in running:  # stop what runs; outputs are committed whole or not at all
@@ -688,6 +696,7 @@ def run_batch(
                 res = ray.cluster_resources()
                 n = workers or max(1, int(res.get("GPU", 0)) or int(res.get("CPU", 2)) // 2)
                 report["workers"] = n
+                report["nodes"] = sum(1 for node in ray.nodes() if node.get("Alive"))
                 _run_ray(todo, steps, options, overwrite, report, bar, workers=n,
                          threads=threads, fault=None if fault is None else str(fault))  # fmt: skip
             finally:
