@@ -550,7 +550,8 @@ def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress,
             if predict else [])  # fmt: skip
     free = list(pool)
     waiting = list(todo)  # recordings whose prediction is not yet submitted
-    running: dict = {}  # ref -> (recording, stage, actor, attempt, frames)
+    running: dict = {}  # ref -> (recording, stage, actor, attempt)
+    tries: dict[str, int] = {}  # recording -> its prediction's attempts after a dead worker
     predicted: dict[str, dict] = {}  # recording -> its prediction's frames, seconds, node
 
     def submit_cpu(rec: Recording, attempt: int = 0) -> None:
@@ -565,7 +566,8 @@ def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress,
         while waiting or running:
             while waiting and free:  # a free model worker: the next recording
                 rec, a = waiting.pop(0), free.pop()
-                running[a.run.remote(rec, options, overwrite)] = (rec, "predict", a, 0)
+                ref = a.run.remote(rec, options, overwrite)
+                running[ref] = (rec, "predict", a, tries.get(rec.name, 0))
             if not waiting and free:  # no more predictions: release the idle workers' CPUs
                 for a in free:
                     ray.kill(a)
@@ -580,6 +582,7 @@ def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress,
                     free.append(a)
                 if _system_failure(e) and attempt < RETRIES:
                     if stage == "predict":  # the actor restarts (max_restarts); run it again
+                        tries[rec.name] = attempt + 1
                         waiting.insert(0, rec)
                     else:
                         submit_cpu(rec, attempt + 1)
