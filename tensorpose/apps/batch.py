@@ -608,9 +608,10 @@ def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress,
                 entry["node"] = first["node"]
             report["done"].append(entry)
             progress.update(rec.name, "done", n)
-    except KeyboardInterrupt:
-        for ref in running:  # stop what runs; outputs are committed whole or not at all
-            ray.cancel(ref, force=True)
+    except BaseException:  # Ctrl-C, SIGTERM: stop what runs (outputs are whole or absent)
+        for ref, (_, stage, _, _) in running.items():  # the model workers are killed below
+            if stage == "cpu":
+                ray.cancel(ref, force=True)
         raise
     finally:
         for a in pool:
@@ -704,8 +705,8 @@ def run_batch(
                          threads=threads, fault=None if fault is None else str(fault))  # fmt: skip
             finally:
                 ray.shutdown()
-    except KeyboardInterrupt:
-        report["interrupted"] = True
+    except BaseException as e:
+        report["interrupted"] = not isinstance(e, Exception)  # Ctrl-C, SIGTERM
         raise
     finally:
         report["seconds"] = round(time.perf_counter() - t0, 3)
