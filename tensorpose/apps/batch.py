@@ -720,7 +720,8 @@ def run_batch(
 def summary(r: dict) -> list[str]:
     """The lines ``tensorpose batch`` prints."""
     how = "sequentially in one process" if r["mode"] == "sequential" else (
-        f"on Ray ({r.get('address')}, {r.get('workers')} model workers)")  # fmt: skip
+        f"on Ray ({r['address']}, {r['workers']} model workers, {r['nodes']} nodes)"
+        if "workers" in r else "nothing to run")  # fmt: skip
     lines = [f"{r['root']}: {len(r['done'])} done, {len(r['skipped'])} skipped (up to date), "
              f"{len(r['failed'])} failed; steps {','.join(r['steps'])} {how}; {r['frames']} "
              f"frames in {r['seconds']:.1f} s"]  # fmt: skip
