@@ -49,6 +49,15 @@ def videos(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray with 2 CPUs for the module's tests (``run_batch`` uses it, leaves it)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
 def _trial(folder: Path, videos: Path) -> Path:
     shutil.copytree(videos, folder / "videos")
     return folder
@@ -131,7 +140,8 @@ def test_options_are_the_single_commands_defaults(tmp_path):
 
 
 @ray_installed
-def test_batch_on_ray_equals_the_single_commands_with_a_worker_killed(tmp_path, videos):
+def test_batch_on_ray_equals_the_single_commands_with_a_worker_killed(tmp_path, videos,
+                                                                      local_ray):  # fmt: skip
     """predict, sync and triangulate on Ray (its model worker killed once, halfway through
     the recording's frames: Ray restarts it and the recording runs again) write the same
     files as the three commands run one by one."""
@@ -159,7 +169,7 @@ def test_batch_on_ray_equals_the_single_commands_with_a_worker_killed(tmp_path, 
 
 
 @ray_installed
-def test_six_recordings_two_failing_then_resumed(tmp_path, videos):
+def test_six_recordings_two_failing_then_resumed(tmp_path, videos, local_ray):
     root = tmp_path / "root"
     (root / "S01" / "calibration").mkdir(parents=True)
     shutil.copy(EXAMPLE / "Calib.qca.txt", root / "S01" / "calibration")

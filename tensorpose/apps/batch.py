@@ -640,7 +640,8 @@ def run_batch(
             (:func:`tensorpose.io.recordings.find_recordings`).
         steps: comma-separated subset of :data:`STEPS` (default :data:`DEFAULT_STEPS`).
         config: YAML with one section of options per step (:func:`step_options`).
-        address: an existing Ray cluster (``ray start --head`` prints it); ``None``: local.
+        address: an existing Ray cluster (``ray start --head`` prints it); ``None``: local
+            (or the Ray this process has already started with ``ray.init``, left running).
         workers: model workers (default: the GPUs, else half the CPUs Ray has, at least 1).
         cpus: CPUs of the local Ray instance (default: this machine's).
         local: run sequentially in this process, without Ray.
@@ -693,9 +694,10 @@ def run_batch(
             set_threads(threads)
             _run_sequential(todo, steps, options, overwrite, report, bar)
         else:
-            report["address"] = _init_ray(address, cpus, not progress)
             import ray
 
+            ours = not ray.is_initialized()  # a caller's Ray (a notebook, the tests) is kept
+            report["address"] = _init_ray(address, cpus, not progress) if ours else "caller's"
             try:
                 res = ray.cluster_resources()
                 n = workers or max(1, int(res.get("GPU", 0)) or int(res.get("CPU", 2)) // 2)
@@ -704,7 +706,8 @@ def run_batch(
                 _run_ray(todo, steps, options, overwrite, report, bar, workers=n,
                          threads=threads, fault=None if fault is None else str(fault))  # fmt: skip
             finally:
-                ray.shutdown()
+                if ours:
+                    ray.shutdown()
     except BaseException as e:
         report["interrupted"] = not isinstance(e, Exception)  # Ctrl-C, SIGTERM
         raise
