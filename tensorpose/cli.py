@@ -234,7 +234,7 @@ def _batch(args: argparse.Namespace) -> int:
     r = run_batch(args.root, steps=args.steps, config=args.config, address=args.address,
                   workers=args.workers, cpus=args.cpus, local=args.local,
                   overwrite=args.overwrite, progress=not args.quiet,
-                  threads=args.threads or 1)  # fmt: skip
+                  threads=args.threads)  # fmt: skip
     _print(summary(r))
     return 1 if r["failed"] else 0
 
@@ -669,7 +669,8 @@ def add_batch(sub) -> None:
                    help="replace outputs that the batch did not write")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--threads", type=_thread_count, default=None,
-                   help="torch threads per worker (default 1)")  # fmt: skip
+                   help="torch threads per Ray worker (default 1); with --local or without "
+                   "Ray, in this process (default: half the CPUs)")  # fmt: skip
     p.set_defaults(func=_batch)
 
 

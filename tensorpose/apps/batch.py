@@ -630,7 +630,7 @@ def run_batch(
     local: bool = False,
     overwrite: bool = False,
     progress: bool = True,
-    threads: int = 1,
+    threads: int | None = None,
     fault: str | os.PathLike | None = None,
 ) -> dict:
     """Run every recording of a batch through ``steps`` (``tensorpose batch``).
@@ -647,7 +647,8 @@ def run_batch(
         local: run sequentially in this process, without Ray.
         overwrite: replace outputs the batch did not write (no digest beside them).
         progress: print the progress on stderr.
-        threads: torch threads per worker (Ray) or in this process.
+        threads: torch threads per Ray worker (default 1), or in this process without Ray
+            (default: :func:`tensorpose.threads.default_threads`).
         fault: tests only: a marker file; the first model worker to have taken one chunk of
             a recording kills its own process (once), as a killed worker would.
 
@@ -704,7 +705,8 @@ def run_batch(
                 report["workers"] = n
                 report["nodes"] = sum(1 for node in ray.nodes() if node.get("Alive"))
                 _run_ray(todo, steps, options, overwrite, report, bar, workers=n,
-                         threads=threads, fault=None if fault is None else str(fault))  # fmt: skip
+                         threads=threads or 1,
+                         fault=None if fault is None else str(fault))  # fmt: skip
             finally:
                 if ours:
                     ray.shutdown()
