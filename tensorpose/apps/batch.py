@@ -446,6 +446,9 @@ def _decode_chunks(videos: list[str], chunk: int) -> Iterator[list]:
 def _ray_parts(threads: int):
     """The remote functions and the model actor class (defined once Ray is imported)."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ..io.video import is_video
 
     @ray.remote(num_cpus=0)
     def decode(videos: list[str], chunk: int):
@@ -481,13 +484,13 @@ def _ray_parts(threads: int):
             p = options["predict"]
             decoded = None
             if p["model"] == "blazepose" and p.get("tracking", True):
-                videos = sorted(str(v) for v in rec.videos.iterdir() if v.is_file())
-                from ..io.video import is_video
-
-                videos = [v for v in videos if is_video(v)]
-                gen = decode.options(_generator_backpressure_num_objects=DECODE_AHEAD).remote(
-                    videos, CHUNK_STEPS)  # fmt: skip
-                decoded = self._stream(gen)
+                videos = [str(v) for v in sorted(rec.videos.iterdir()) if is_video(v)]
+                here = NodeAffinitySchedulingStrategy(
+                    ray.get_runtime_context().get_node_id(), soft=True
+                )  # decode beside the model
+                gen = decode.options(_generator_backpressure_num_objects=DECODE_AHEAD,
+                                     scheduling_strategy=here)  # fmt: skip
+                decoded = self._stream(gen.remote(videos, CHUNK_STEPS))
             got = run_steps(rec, ("predict",), options, overwrite, self.models, decoded)
             return {**got, "node": ray.get_runtime_context().get_node_id()}
 
@@ -538,12 +541,12 @@ def _cause(e: BaseException) -> BaseException:
 
 def _run_ray(todo: list[Recording], steps, options, overwrite, report, progress, *,
              workers: int, threads: int, fault: str | None) -> None:  # fmt: skip
-    import torch
-
     ray, _, cpu_steps, PoseWorker = _ray_parts(threads)
     predict = "predict" in steps
     cpu = tuple(s for s in steps if s != "predict")
-    gpus = torch.cuda.is_available() and options.get("predict", {}).get("device") != "cpu"
+    # the cluster's GPUs (this machine's, or the nodes' with --address), unless --device cpu
+    gpus = ray.cluster_resources().get("GPU", 0) >= 1 and options.get("predict", {}).get(
+        "device") != "cpu"  # fmt: skip
     actor = ray.remote(num_cpus=1, num_gpus=1 if gpus else 0, max_restarts=RETRIES,
                        max_task_retries=0)(PoseWorker)  # fmt: skip
     pool = ([actor.remote(options["predict"], fault) for _ in range(min(workers, len(todo)))]
