@@ -10,9 +10,10 @@ failure with its one-line reason.
 
 On Ray (``pip install tensorpose[ray]``): without ``address`` a local Ray instance on this
 machine's cores (and GPUs); with it, an existing cluster (the trial folders must be on storage
-every node sees). The 2D model runs in a pool of ``workers`` actors (one GPU each when CUDA
-exists, else one CPU), each loading the model once; each recording's videos are decoded by a
-streaming task whose frames reach the model a few time steps at a time while it decodes; the
+every node sees). The 2D model runs in a pool of ``workers`` actors (one GPU each when the
+cluster has GPUs, else one CPU), each loading the model once; each recording's videos are
+decoded by a streaming task on the model's node whose frames reach the model a few time steps
+at a time while it decodes; the
 CPU steps (sync, triangulate, kinematics) run as tasks. A worker that dies is restarted by Ray
 and its recording run again (its outputs are committed whole or not at all); a recording that
 fails is recorded and the others go on. Without Ray, or with ``local``, the same recipe runs
