@@ -505,6 +505,24 @@ def _ray_parts(threads: int):
     return ray, decode, cpu_steps, PoseWorker
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """``--address HOST:PORT`` (or ``ray://HOST:PORT``) answers a TCP connection within
+    ``timeout`` seconds; Ray itself would keep retrying for minutes. ``auto`` is Ray's."""
+    import socket
+
+    if address == "auto":
+        return
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--address must be HOST:PORT (as `ray start --head` prints), got "
+                         f"{address!r}")  # fmt: skip
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise InputError(f"--address {address}: no Ray cluster answers there "
+                         f"({e.strerror or e})") from None  # fmt: skip
+
+
 def _init_ray(address: str | None, cpus: int | None, quiet: bool) -> str:
     import ray
 
@@ -514,6 +532,7 @@ def _init_ray(address: str | None, cpus: int | None, quiet: bool) -> str:
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=not quiet,
                  logging_level="ERROR", configure_logging=True)  # fmt: skip
         return "local"
+    _check_reachable(address)
     try:
         ray.init(address=address, log_to_driver=not quiet, logging_level="ERROR")
     except (ConnectionError, RuntimeError, ValueError) as e:
