@@ -228,6 +228,17 @@ def _eval_wild(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch(args: argparse.Namespace) -> int:
+    from .apps.batch import run_batch, summary
+
+    r = run_batch(args.root, steps=args.steps, config=args.config, address=args.address,
+                  workers=args.workers, cpus=args.cpus, local=args.local,
+                  overwrite=args.overwrite, progress=not args.quiet,
+                  threads=args.threads)  # fmt: skip
+    _print(summary(r))
+    return 1 if r["failed"] else 0
+
+
 def _print(lines: list[str]) -> None:
     print("\n".join(lines))
 
@@ -626,9 +637,46 @@ def add_eval_wild(sub) -> None:
     p.set_defaults(func=_eval_wild)
 
 
+def add_batch(sub) -> None:
+    p = sub.add_parser(
+        "batch",
+        help="every recording of a session/participant/trial tree (or a manifest CSV) through "
+        "predict, sync, triangulate, kinematics; on Ray, resumable",
+        description="Find the recordings under ROOT (Pose2Sim's batch layout: trial folders "
+        "with the videos in videos/, the calibration at trial, participant or session level) "
+        "or in a manifest CSV (recording,videos,calibration), and run each through --steps with "
+        "the single commands' defaults, writing their outputs inside each trial folder "
+        "(pose/, sync/, pose-3d/, kinematics/). Recordings whose outputs exist for the same "
+        "inputs and options are skipped; a failing recording is recorded and the others go "
+        "on; ROOT/batch.json lists done, skipped and failed. On Ray when installed "
+        "(tensorpose[ray]), else sequentially. Exit 1 when a recording failed.",
+    )
+    p.add_argument("root", help="batch folder (session/participant/trial) or manifest .csv")
+    p.add_argument("--steps", default=None,
+                   help="comma-separated: predict,sync,triangulate,kinematics (default "
+                   "predict,triangulate)")  # fmt: skip
+    p.add_argument("--config", default=None,
+                   help="YAML of options per step, e.g. 'triangulate: {people: auto}'")  # fmt: skip
+    p.add_argument("--address", default=None,
+                   help="an existing Ray cluster (default: a local Ray here)")  # fmt: skip
+    p.add_argument("--workers", type=int, default=None,
+                   help="2D model workers (default: the GPUs, else half the CPUs)")  # fmt: skip
+    p.add_argument("--cpus", type=int, default=None,
+                   help="CPUs of the local Ray (default: all)")  # fmt: skip
+    p.add_argument("--local", action="store_true",
+                   help="sequentially in this process, without Ray")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace outputs that the batch did not write")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--threads", type=_thread_count, default=None,
+                   help="torch threads per Ray worker (default 1); with --local or without "
+                   "Ray, in this process (default: half the CPUs)")  # fmt: skip
+    p.set_defaults(func=_batch)
+
+
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
             add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
-            add_triangulate, add_sync, add_eval_wild)  # fmt: skip
+            add_triangulate, add_sync, add_eval_wild, add_batch)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +62,7 @@ from ..pose2d import PoseModel, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz.draw import draw_people
 
-__all__ = ["PredictResult", "predict", "predict_command", "summary"]
+__all__ = ["PredictResult", "load_models", "predict", "predict_command", "summary"]
 
 
 @dataclass
@@ -257,13 +258,16 @@ def _tracked_videos(input: Path, video: bool, pose: PoseModel,
 
 
 def _run_tracked(videos: list[OpenedVideo], pose, staged: list[_Staged], bar,
-                 max_people: int) -> dict:  # fmt: skip
+                 max_people: int, decoded: Iterable | None = None) -> dict:  # fmt: skip
     """BlazePose's video mode over the videos side by side, one frame of each per step (one
-    batch); a video that ended early gets black frames, its outputs dropped."""
+    batch); a video that ended early gets black frames, its outputs dropped. ``decoded``: the
+    steps of :func:`~tensorpose.io.video.iter_videos_lockstep` decoded elsewhere (``None``:
+    decoded here)."""
     counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
     tracker = pose.tracker(len(videos), max_people)
     last: list[np.ndarray | None] = [None] * len(videos)
-    for step in iter_videos_lockstep(videos):  # a loop over time: the tracking recurrence
+    steps = iter_videos_lockstep(videos) if decoded is None else decoded
+    for step in steps:  # a loop over time: the tracking recurrence
         for i, fb in enumerate(step):
             if fb is not None:
                 if last[i] is None:
@@ -306,6 +310,7 @@ def predict(
     progress: bool = True,
     max_people: int | None = None,
     tracking: bool = True,
+    decoded: Iterable[list[FrameBatch | None]] | None = None,
 ) -> PredictResult:
     """Predict every person's keypoints in an image, a folder of images or a video (with
     BlazePose also a folder of videos: see the module docstring).
@@ -327,6 +332,10 @@ def predict(
         progress: a tqdm progress bar over frames.
         max_people, tracking: BlazePose: people per frame (default 1; a model that keeps its
             own number of people refuses it); video mode on videos.
+        decoded: video mode only: the frames of the videos decoded elsewhere, as
+            :func:`~tensorpose.io.video.iter_videos_lockstep` yields them (``tensorpose batch``
+            streams them from its decoding tasks); the videos are then only probed here. The
+            outputs are the same.
 
     Raises:
         ValueError: a bad input (named), a top-down model without ``boxes``/``detector``, a
@@ -369,7 +378,8 @@ def predict(
                 counts = _run(opened[0] if video else input, pose, detector, dets, names,
                               staged[0], batch_size, box_threshold, bar, max_people)  # fmt: skip
             else:
-                staged, counts = _run_videos(outputs, opened, cameras, args, pose, bar, max_people)
+                staged, counts = _run_videos(outputs, opened, cameras, args, pose, bar, max_people,
+                                             decoded)  # fmt: skip
             if boxes is not None and not counts["matched"]:
                 raise _no_match(boxes, counts["frames"], counts["ids"], dets)
             _finish(outputs, staged, cameras)
@@ -390,11 +400,12 @@ def _result(counts: dict, written: list[Path], seconds: float, cameras: int) -> 
 
 
 def _run_videos(outputs, videos: list[OpenedVideo], cameras: bool, args: tuple, pose, bar,
-                max_people: int) -> tuple[list[_Staged], dict]:  # fmt: skip
+                max_people: int,
+                decoded: Iterable | None) -> tuple[list[_Staged], dict]:  # fmt: skip
     """BlazePose's video mode: the staged outputs of each (opened) video and the counts."""
     staged = [_Staged(outputs, v.path.stem, True, v.fps or 30.0, *args, cameras)
               for v in videos]  # fmt: skip
-    return staged, _run_tracked(videos, pose, staged, bar, max_people)
+    return staged, _run_tracked(videos, pose, staged, bar, max_people, decoded)
 
 
 def _finish(outputs: OutputFolder, staged: list[_Staged], cameras: bool) -> None:
@@ -431,6 +442,29 @@ def predict_command(
         ValueError: ``--model blazepose`` with a ``--checkpoint``, neither given, or
             ``--max-people`` outside 1..64 (each naming the flag).
     """
+    src = Path(input)
+    out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
+    pose, det = load_models(checkpoint, model=model, detector=detector, device=device,
+                            max_people=max_people)  # fmt: skip
+    r = predict(src, pose, out, detector=det, inputs=(checkpoint, detector),
+                max_people=max_people, **options)  # fmt: skip
+    return r, pose, out
+
+
+def load_models(
+    checkpoint: str | Path | None = None,
+    *,
+    model: str = "checkpoint",
+    detector: str | Path | None = None,
+    device: str = "auto",
+    max_people: int | None = None,
+) -> tuple[PoseModel, PoseModel | None]:
+    """The pose model and the CenterNet ``detector`` of :func:`predict_command` (its flags
+    checked), loaded once: ``tensorpose batch`` keeps them in each of its model workers.
+
+    Raises:
+        ValueError: as :func:`predict_command`.
+    """
     from ..blazepose.memory import keep_freed_memory
     from ..blazepose.pipeline import BlazePose
     from ..pose2d import load_pose_model
@@ -443,8 +477,6 @@ def predict_command(
         raise InputError("--checkpoint is required (or --model blazepose)")
     if max_people is not None and not 1 <= max_people <= 64:
         raise InputError(f"--max-people must be in 1..64, got {max_people}")
-    src = Path(input)
-    out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
     if blaze:
         dev = resolve_device(device, what="--device")
         if dev.type == "cpu":  # the command's process: keep freed activations for reuse
@@ -453,9 +485,7 @@ def predict_command(
     else:
         pose = load_pose_model(checkpoint, device)
     det = load_pose_model(detector, device) if detector else None
-    r = predict(src, pose, out, detector=det, inputs=(checkpoint, detector),
-                max_people=max_people, **options)  # fmt: skip
-    return r, pose, out
+    return pose, det
 
 
 def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
