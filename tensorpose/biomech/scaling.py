@@ -66,7 +66,9 @@ def trimmed_mean(values: np.ndarray, trimmed_percent: float = TRIMMED_PERCENT) -
 
 
 def _dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per-frame distance ``(N,)`` between ``(N, 3)`` points, NaN where either is missing."""
+    """Per-frame distance ``(N,)`` between ``(N, 3)`` points, NaN where either is missing (the
+    sum of squares as Pose2Sim: ``np.linalg.norm`` rounds differently in the last bit, and
+    OpenSim's IK can turn a last-bit change of a scale factor into degrees)."""
     return np.sqrt(np.sum((b - a) ** 2, axis=-1))
 
 
@@ -188,7 +190,8 @@ def segment_scales(scaling_file: str | Path, points: np.ndarray, names: Sequence
         if a in names and b in names and a in model_markers and b in model_markers:
             trc = trimmed_mean(_dist(_marker(points, names, a), _marker(points, names, b)),
                                trimmed_percent)  # fmt: skip
-            ratios.append(trc / float(np.linalg.norm(model_markers[b] - model_markers[a])))
+            model = _dist(np.asarray(model_markers[a]), np.asarray(model_markers[b]))
+            ratios.append(trc / float(model))
         else:
             ratios.append(1.0)
     per_axis: dict[str, list] = {}
