@@ -25,9 +25,10 @@ over all coordinates, and the main ones (hips, knees, ankles, arms, elbows).
 
 BlazePose against OpenPose: the angles of tensorpose on the BlazePose TRC against Pose2Sim's on
 its own TRC, per main joint angle; and what dominates the difference: the same TRC through two
-setups (Pose2Sim's TRC with ``--model body25b`` against ``--model coco17``: the setup) against
-the same setup on two TRCs (``--model coco17`` on Pose2Sim's TRC against on the BlazePose TRC:
-the 2D keypoints), with the distance between the two TRCs' markers. Writes the
+setups (the BlazePose TRC with ``--model blazepose`` against ``--model body25b``: the setup)
+against the same setup on two TRCs (``--model body25b`` on Pose2Sim's TRC against on the
+BlazePose TRC: the 2D keypoints), with the distance between the two TRCs' markers. Angle
+differences are wrapped to (-180, 180] deg. Writes the
 ``pose2sim_kinematics`` entry of ``benchmarks/results/peers_cpu.json``.
 """
 
@@ -154,7 +155,7 @@ def rms_per_coordinate(a: Path, b: Path) -> dict[str, float]:
     out = {}
     for c in sa.columns[1:]:
         if c in sb.columns and not c.startswith("pelvis_t"):  # translations are metres
-            d = sa.column(c)[ia] - sb.column(c)[ib]
+            d = (sa.column(c)[ia] - sb.column(c)[ib] + 180) % 360 - 180
             out[c] = float(np.sqrt(np.mean(d**2)))
     return out
 
@@ -219,14 +220,16 @@ def main() -> None:
             }  # fmt: skip
         # BlazePose 2D against OpenPose 2D, and what dominates it
         p2s_trc, bp_trc = trcs["pose2sim"], trcs["tensorpose_blazepose"]
-        coco_op, _ = tp_kinematics(p2s_trc, tmp / "coco_op", "--model", "coco17")
-        coco_bp, _ = tp_kinematics(bp_trc, tmp / "coco_bp", "--model", "coco17")
+        bp_b25, _ = tp_kinematics(bp_trc, tmp / "bp_body25b", "--model", "body25b")
         payload["blazepose_vs_openpose"] = {
             "angles_rms_deg": stats(rms_per_coordinate(mots["pose2sim"]["pose2sim"],
                                                        mots["tensorpose_blazepose"]["tensorpose"])),
-            "setup_only_rms_deg": stats(rms_per_coordinate(mots["pose2sim"]["tensorpose"],
-                                                           coco_op)),
-            "keypoints_only_rms_deg": stats(rms_per_coordinate(coco_op, coco_bp)),
+            "setup_only_rms_deg": stats(
+                rms_per_coordinate(mots["tensorpose_blazepose"]["tensorpose"], bp_b25)
+            ),
+            "keypoints_only_rms_deg": stats(
+                rms_per_coordinate(mots["pose2sim"]["tensorpose"], bp_b25)
+            ),
             "marker_median_distance_cm": marker_distances(p2s_trc, bp_trc),
         }  # fmt: skip
     payload["load_after"] = load()
