@@ -42,6 +42,7 @@ def opensim_module():
     except ImportError:
         raise InputError(f"kinematics needs OpenSim: {INSTALL} (OpenSim 4.6 wheels: CPython "
                          "3.11-3.13 on x86-64 Linux and Windows)") from None  # fmt: skip
+    opensim.Logger.removeFileSink()  # else an error writes opensim.log into the working folder
     opensim.Logger.setLevelString("Error")
     return opensim
 
