@@ -203,6 +203,23 @@ def _triangulate(args: argparse.Namespace) -> int:
                     chunk_frames=args.chunk_frames, sync=args.sync,
                     left_right=args.left_right, write_2d=args.write_2d)  # fmt: skip
     _print(summary(r))
+    if args.kinematics:  # each person's TRC -> <out>/kinematics/ (unscalable people skipped)
+        from .apps import kinematics
+
+        trcs = [Path(p) for p in r["outputs"].values() if p.endswith(".trc")]
+        k = kinematics.kinematics_files(trcs, Path(out) / "kinematics", height=args.height,
+                                        mass=args.mass, overwrite=args.overwrite,
+                                        skip_unscalable=True)  # fmt: skip
+        _print(kinematics.summary(k))
+    return 0
+
+
+def _kinematics(args: argparse.Namespace) -> int:
+    from .apps.kinematics import kinematics_files, summary
+
+    r = kinematics_files([Path(p) for p in args.trc], Path(args.out), height=args.height,
+                         mass=args.mass, model=args.model, overwrite=args.overwrite)  # fmt: skip
+    _print(summary(r))
     return 0
 
 
@@ -582,8 +599,43 @@ def add_triangulate(sub) -> None:
     p.add_argument("--sync", default=None, metavar="SYNC_JSON",
                    help="frame offsets of `tensorpose sync`: drop each camera's first frames, "
                    "keep the frames common to all")  # fmt: skip
+    p.add_argument("--kinematics", action="store_true",
+                   help="then `tensorpose kinematics` on each person's TRC into "
+                   "<out>/kinematics/ (people that cannot be scaled are skipped)")  # fmt: skip
+    _add_body_flags(p)
     _add_threads(p)
     p.set_defaults(func=_triangulate)
+
+
+KINEMATICS_MODELS = ("auto", "body25b", "body25", "coco17", "blazepose", "halpe26")
+"""``--model``'s choices: the keys of :data:`tensorpose.biomech.SETUPS` and ``auto`` (kept here
+so that ``tensorpose --help`` imports no numpy; a test checks they agree)."""
+
+
+def _add_body_flags(p) -> None:
+    p.add_argument("--height", type=float, default=None,
+                   help="the person's height in metres (default: estimated from the TRC, as "
+                   "Pose2Sim)")  # fmt: skip
+    p.add_argument("--mass", type=float, default=70.0, help="kilograms (default 70)")
+
+
+def add_kinematics(sub) -> None:
+    p = sub.add_parser(
+        "kinematics",
+        help="TRC -> scaled OpenSim model + joint angles (Pose2Sim's scaling and IK)",
+        description="Scale Pose2Sim's OpenSim model on the frames where the person stands "
+        "upright and run OpenSim's inverse kinematics, as Pose2Sim 0.10's kinematics step. "
+        "Writes per TRC <stem>.osim, <stem>.mot (joint angles), <stem>_ik_marker_errors.sto "
+        "and <stem>_angles.png. Needs OpenSim: pip install 'tensorpose[opensim]'.",
+    )
+    p.add_argument("trc", nargs="+", help="TRC files in metres, one person each")
+    p.add_argument("--out", required=True, help="output folder")
+    _add_body_flags(p)
+    p.add_argument("--model", default="auto", choices=KINEMATICS_MODELS,
+                   help="Pose2Sim setup (default auto: from the TRC's markers)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    _add_threads(p)
+    p.set_defaults(func=_kinematics)
 
 
 def add_sync(sub) -> None:
@@ -676,7 +728,7 @@ def add_batch(sub) -> None:
 
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
             add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
-            add_triangulate, add_sync, add_eval_wild, add_batch)  # fmt: skip
+            add_triangulate, add_sync, add_eval_wild, add_kinematics, add_batch)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
