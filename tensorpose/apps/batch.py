@@ -91,21 +91,14 @@ def _triangulate(rec: Recording, options: dict, overwrite: bool, synced: bool = 
     return {}
 
 
-def _kinematics_function() -> Callable:
-    try:
-        from .kinematics import kinematics_files  # the kinematics command, where installed
-    except ImportError:
-        raise InputError("--steps kinematics: the kinematics command is not available in this "
-                         "installation of tensorpose") from None  # fmt: skip
-    return kinematics_files
-
-
 def _kinematics(rec: Recording, options: dict, overwrite: bool) -> dict:
     trcs = sorted((rec.folder / "pose-3d").glob("*.trc"))
     if not trcs:
         raise MissingFileError(f"{rec.folder / 'pose-3d'}: no TRC file (run --steps "
                                "triangulate first)")  # fmt: skip
-    _kinematics_function()(trcs, rec.folder / "kinematics", overwrite=overwrite, **options)
+    from .kinematics import kinematics_files
+
+    kinematics_files(trcs, rec.folder / "kinematics", overwrite=overwrite, **options)
     return {}
 
 
@@ -138,7 +131,9 @@ class BatchStep:
             from .triangulate import triangulate_folder
 
             return triangulate_folder
-        return _kinematics_function()
+        from .kinematics import kinematics_files
+
+        return kinematics_files
 
     def options(self) -> dict:
         """The step's options and their defaults: the single command's."""
@@ -165,7 +160,7 @@ COMMANDS: dict[str, BatchStep] = {
     "triangulate": BatchStep("triangulate", "pose-3d", _triangulate, ("pose/openpose",), True,
                              ("sync", "overwrite")),
     "kinematics": BatchStep("kinematics", "kinematics", _kinematics, ("pose-3d",), False,
-                            ("overwrite",)),
+                            ("overwrite",), {"skip_unscalable": True}),
 }  # fmt: skip
 """Each step -> the single command it runs, with that command's defaults (``predict``: the
 shipped BlazePose, ``--model blazepose``; a ``checkpoint`` in the config runs a trained
@@ -182,8 +177,10 @@ def parse_steps(text: str | Sequence[str] | None) -> tuple[str, ...]:
     if bad or not names:
         raise InputError(f"--steps must be a comma-separated subset of {','.join(STEPS)}, got "
                          f"{text!r}")  # fmt: skip
-    if "kinematics" in names:
-        _kinematics_function()
+    if "kinematics" in names:  # OpenSim missing: one line before any recording runs
+        from ..biomech import opensim_module
+
+        opensim_module()
     return tuple(s for s in STEPS if s in names)
 
 
