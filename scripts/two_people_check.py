@@ -10,7 +10,13 @@ frames 0, 50 and 99 of cam01 and cam03 with the tracked skeletons (one colour pe
     python scripts/two_people_check.py --out /tmp/two_people_check
 
 reads ``/work/shared/data/videos/two_people`` by default (``--recording``; the same videos are
-bundled as ``examples/two_people``), writes ``OUT/check.json`` and ``OUT/pictures/*.jpg``.
+bundled as ``examples/two_people``), writes ``OUT/check.json`` and ``OUT/pictures/*.jpg``. The
+balancing trial (one participant, a bystander in two cameras)::
+
+    python scripts/two_people_check.py --out /tmp/trial_check \
+        --recording /work/shared/data/tracks/openpose_body25b/videos \
+        --calib /work/shared/data/tracks/openpose_body25b/Calib.qca.txt --cameras cam01 cam02
+
 ``--skip-predict`` reuses ``OUT/pred``. Must hold (issue 31): two people, each triangulated in
 at least 95 of the 100 frames, at least 720 of the 800 person-camera-frames associated, every
 camera's median reprojection error under 10 px for each person.
@@ -125,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recording", type=Path, default=RECORDING)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--calib", type=Path, default=None, help="default RECORDING/Calib.qca.txt")
+    p.add_argument("--cameras", nargs="+", default=["cam01", "cam03"], help="pictured cameras")
     p.add_argument("--max-people", default="2")
     p.add_argument("--skip-predict", action="store_true")
     a = p.parse_args(argv)
@@ -133,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         _tensorpose("predict", str(a.recording), "--model", "blazepose", "--max-people",
                     a.max_people, "--out", str(pred), "--overwrite")  # fmt: skip
     _tensorpose("triangulate", str(pred / "openpose"), "--calib",
-                str(a.recording / "Calib.qca.txt"), "--people", "auto", "--out", str(tri),
+                str(a.calib or a.recording / "Calib.qca.txt"), "--people", "auto", "--out", str(tri),
                 "--overwrite")  # fmt: skip
     report = {**check(pred, tri), "load_average": os.getloadavg()}
-    report["pictures"] = [str(x) for x in pictures(a.recording, pred, a.out / "pictures")]
+    report["pictures"] = [str(x) for x in pictures(a.recording, pred, a.out / "pictures", a.cameras)]
     (a.out / "check.json").write_text(json.dumps(report, indent=1) + "\n")
     for cam, f in report["found_per_camera"].items():
         print(f"{cam}: people found per frame: {f}")

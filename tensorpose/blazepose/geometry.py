@@ -36,6 +36,7 @@ __all__ = [
     "decode_detections",
     "decode_landmarks",
     "detection_to_image",
+    "head_down",
     "letterbox_roi",
     "one_euro_step",
     "refine_landmarks",
@@ -386,3 +387,13 @@ def split_torso(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     near, which = r.min(-2)  # (..., 2): per point its nearest torso
     both = (r < 0.5).all(-1).any(-1)
     return (which[..., 0] != which[..., 1]) & (near < 0.5).all(-1) & ~both
+
+
+def head_down(torso: torch.Tensor, margin: float = 0.25) -> torch.Tensor:
+    """Whether torsos ``(..., 2, 2)`` (hip centre, shoulder centre, image pixels, ``y`` down)
+    stand on their heads: the shoulder centre lower in the image than the hip centre by more
+    than ``margin`` torso lengths. ``(...)`` bool. A person upright, bent or lying is not; a
+    skeleton read upside down from someone's legs is."""
+    drop = torso[..., 1, 1] - torso[..., 0, 1]
+    length = torch.linalg.vector_norm(torso[..., 1, :] - torso[..., 0, :], dim=-1)
+    return drop > margin * length

@@ -37,6 +37,7 @@ from .geometry import (
     decode_detections,
     decode_landmarks,
     detection_to_image,
+    head_down,
     letterbox_roi,
     one_euro_step,
     roi_matrix,
@@ -312,9 +313,14 @@ class BlazePoseTracker:
     - a track whose hip centre lies on one detection and shoulder centre on another
       (:func:`~.geometry.split_torso`: a skeleton merged from two people) is dropped, and the
       people are taken from the detections again;
-    - two tracks on one person (torsos within 0.3 torso lengths) are merged: the one that was
+    - two tracks on one person (torsos within 0.3 torso lengths, or hip centres within 0.25)
+      are merged: the one that was
       there stays (the other moved further from where its motion predicted it: it slid over
       from someone else), a new track before an older one;
+    - a track whose hip and shoulder centres lie within ``min_trunk`` times its ROI's side, or
+      whose shoulders lie below its hips (:func:`~.geometry.head_down`: a skeleton read from
+      someone's legs or arm; people's trunks measure about a fifth of the side), is dropped,
+      and a head-down detection starts no track;
     - a new person takes the free slot whose last position, carried on by its motion, is
       nearest (within ``recall_frames``), so an identity lost while people cross comes back.
 
@@ -324,12 +330,13 @@ class BlazePoseTracker:
 
     def __init__(self, bp: BlazePose, streams: int, max_people: int = 1, smooth: bool = True,
                  fps: float = 30.0, find_everyone: bool | None = None, detect_every: int = 10,
-                 recheck_presence: float = 0.8, recall_frames: int = 30) -> None:  # fmt: skip
+                 recheck_presence: float = 0.8, recall_frames: int = 30,
+                 min_trunk: float = 0.15) -> None:  # fmt: skip
         self.bp, self.S, self.N = bp, streams, max_people
         self.smooth, self.fps = smooth, fps
         self.everyone = max_people > 1 if find_everyone is None else find_everyone
         self.detect_every, self.recheck = detect_every, recheck_presence
-        self.recall_frames = recall_frames
+        self.recall_frames, self.min_trunk = recall_frames, min_trunk
         dev = bp.device
         # the smoothing filters' state per slot (MediaPipe's pose_landmark_filtering)
         self.started = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
@@ -350,7 +357,7 @@ class BlazePoseTracker:
         self.seen = torch.full((streams, max_people), -(10**9), dtype=torch.long, device=dev)
         self.birth = torch.zeros(streams, max_people, dtype=torch.long, device=dev)
         self.frame = 0
-        self.dropped = {"merged skeleton": 0, "same person": 0}
+        self.dropped = {"merged skeleton": 0, "same person": 0, "no trunk": 0}
 
     def _detect(self, images: torch.Tensor, sizes: torch.Tensor) -> None:
         need = self.redetect.nonzero().flatten()
@@ -380,6 +387,7 @@ class BlazePoseTracker:
         """Match the detections ``det`` (:func:`detect_people`, rows per stream of
         ``streams``) to the tracks, drop merged skeletons, start the unmatched people."""
         st = streams.to(self.live.device)
+        det = {**det, "valid": det["valid"] & ~head_down(det["torso"])}  # read from legs
         gap = (self.frame - self.seen[st]).clamp_min(0).to(self.torso.dtype)
         pred = self.torso[st] + self.motion[st] * gap[..., None, None]  # (S', N, 2, 2)
         torsos = torch.where(det["valid"][..., None, None], det["torso"], float("nan"))
@@ -489,10 +497,10 @@ class BlazePoseTracker:
 
     def _keep_apart(self, out, st, slot, keep, center, side) -> tuple[torch.Tensor, ...]:
         """find_everyone after a landmark pass over the tracked people ``(st, slot)``: their
-        torsos and motion recorded, two tracks on one person merged (the older identity kept),
-        and per stream whether to run the detector next frame (a pose flag under
-        ``recheck_presence``, a jumped ROI or a dropped track). Returns the people kept and that
-        ``(S,)`` alarm."""
+        torsos and motion recorded, two tracks on one person merged (the one that slid there
+        dropped), skeletons without a trunk dropped, and per stream whether to run the detector
+        next frame (a pose flag under ``recheck_presence``, a jumped ROI or a dropped track).
+        Returns the people kept and that ``(S,)`` alarm."""
         xy = out["xy"]
         torso = torch.stack([xy[:, [23, 24]].mean(1), xy[:, [11, 12]].mean(1)], 1)  # (K, 2, 2)
         gap = (self.frame - self.seen[st, slot]).clamp_min(1).to(torso.dtype)
@@ -503,12 +511,19 @@ class BlazePoseTracker:
         # two kept tracks of one stream on one person: the one that slid there goes (the one
         # further from where its motion predicted it; a new one before an older one)
         same = (st[:, None] == st[None]) & keep[:, None] & keep[None]
-        same &= torso_distance(torso[:, None], torso[None]) < 0.3
+        length = torch.linalg.vector_norm(torso[:, 1] - torso[:, 0], dim=-1)
+        hips = torch.cdist(torso[:, 0], torso[:, 0]) / torch.maximum(length[:, None], length)
+        same &= (torso_distance(torso[:, None], torso[None]) < 0.3) | (hips < 0.25)
         b = self.birth[st, slot]
         order = (b[:, None] > b[None]) | ((b[:, None] == b[None]) & (slot[:, None] > slot[None]))
         slid = (moved[:, None] > moved[None]) | ((moved[:, None] == moved[None]) & order)
         dup = (same & slid).any(1)
-        self.dropped["same person"] += int(dup.sum())
+        self.dropped["same person"] += int((dup & keep).sum())
+        # a skeleton without a trunk (a detection on legs or an arm: people's torsos are about
+        # a fifth of their region's side) goes too
+        trunkless = keep & ~dup & ((length < self.min_trunk * side) | head_down(torso))
+        self.dropped["no trunk"] += int(trunkless.sum())
+        dup |= trunkless
         keep = keep & ~dup
         on = ~dup[:, None, None]  # a dropped duplicate's slot remembers where it was
         self.motion[st, slot] = torch.where(on & was[:, None, None], step, self.motion[st, slot])

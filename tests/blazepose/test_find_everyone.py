@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tensorpose.blazepose.geometry import split_torso, tile_rois, torso_distance
+from tensorpose.blazepose.geometry import head_down, split_torso, tile_rois, torso_distance
 from tensorpose.blazepose.pipeline import BlazePose, BlazePoseTracker, detect_people
 from tensorpose.io.video import read_image
 from tensorpose.pose2d import pad_frames
@@ -53,6 +53,19 @@ def test_torso_distance_and_split_torso_against_loops():
     masked = people.clone()
     masked[1] = float("nan")
     assert split_torso(merged, masked).tolist() is False
+
+
+def test_head_down_against_a_loop():
+    """Shoulders below the hips by more than a quarter torso (image y down): head down."""
+    g = torch.Generator().manual_seed(1)
+    torso = torch.rand(50, 2, 2, generator=g) * 200
+    want = []
+    for (hx, hy), (sx, sy) in torso.tolist():
+        length = ((sx - hx) ** 2 + (sy - hy) ** 2) ** 0.5
+        want.append(sy - hy > 0.25 * length)
+    assert head_down(torso).tolist() == want
+    upright, lying = torch.tensor([[0.0, 100.0], [10.0, 0.0]]), torch.tensor([[0.0, 0.0], [90, 9]])
+    assert not head_down(upright) and not head_down(lying) and head_down(upright.flip(0))
 
 
 def test_tile_rois_cover_the_frame_with_overlapping_squares():
