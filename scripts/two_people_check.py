@@ -140,11 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     if not a.skip_predict:
         _tensorpose("predict", str(a.recording), "--model", "blazepose", "--max-people",
                     a.max_people, "--out", str(pred), "--overwrite")  # fmt: skip
-    _tensorpose("triangulate", str(pred / "openpose"), "--calib",
-                str(a.calib or a.recording / "Calib.qca.txt"), "--people", "auto", "--out", str(tri),
-                "--overwrite")  # fmt: skip
+    calib = a.calib or a.recording / "Calib.qca.txt"
+    _tensorpose("triangulate", str(pred / "openpose"), "--calib", str(calib), "--people", "auto",
+                "--out", str(tri), "--overwrite")  # fmt: skip
     report = {**check(pred, tri), "load_average": os.getloadavg()}
-    report["pictures"] = [str(x) for x in pictures(a.recording, pred, a.out / "pictures", a.cameras)]
+    drawn = pictures(a.recording, pred, a.out / "pictures", a.cameras)
+    report["pictures"] = [str(x) for x in drawn]
     (a.out / "check.json").write_text(json.dumps(report, indent=1) + "\n")
     for cam, f in report["found_per_camera"].items():
         print(f"{cam}: people found per frame: {f}")
