@@ -414,9 +414,10 @@ def add_predict(sub) -> None:
     p.add_argument("--model", choices=("checkpoint", "blazepose"), default="checkpoint",
                    help="blazepose: MediaPipe's BlazePose (shipped, no checkpoint; OpenPose "
                    "JSON in the BLAZEPOSE_33 layout)")  # fmt: skip
-    p.add_argument(
-        "--max-people", type=int, default=None, help="blazepose: people per frame (default 1)"
-    )
+    p.add_argument("--max-people", type=int, default=None, help="blazepose: people per frame "
+                   "(default 1: video mode as MediaPipe's; 2 or more: video mode looks for "
+                   "everyone, the detector every 10 frames and on overlapping squares of the "
+                   "frame, and keeps them apart)")  # fmt: skip
     p.add_argument("--image-mode", action="store_true", help="blazepose on videos: each frame "
                    "alone (default: video mode, people tracked from their landmarks)")  # fmt: skip
     group = p.add_mutually_exclusive_group()

@@ -16,9 +16,10 @@ Outputs in ``out_dir``:
 
 With ``--model blazepose`` a video runs in video mode (``tracking``, see
 :class:`~tensorpose.blazepose.pipeline.BlazePoseTracker`: the next region of interest from the
-smoothed
-landmarks, the detector again when someone is lost), and a folder of videos (the cameras of one
-recording, decoded side by side, one batch per time step) writes one OpenPose folder per camera,
+smoothed landmarks, the detector again when someone is lost; with ``max_people`` > 1 also on a
+schedule, on overlapping squares of the frame, people kept apart: ``find_everyone``), and a
+folder of videos (the cameras of one recording, decoded side by side, one batch per time step)
+writes one OpenPose folder per camera,
 ``openpose/<video stem>/<video stem>_<frame:012d>_keypoints.json`` (person_id = track), and
 ``<video stem>.mp4`` each; ``results.json`` then holds every camera (each result names its
 ``video``; image ids are frame numbers). ``tensorpose triangulate OUT/openpose CALIB`` reads the
