@@ -127,5 +127,5 @@ def test_a_crowd_is_associated_a_few_frames_at_a_time():
 
 def test_people_auto_with_only_short_tracks_says_so(cams):
     with pytest.raises(InputError, match=r"no person is present in \d+% of the frames .* "
-                                         r"the longest track has \d+ of 40 frames"):  # fmt: skip
+                                         r"\(the longest track has \d+ of 40 frames"):  # fmt: skip
         P.triangulate_cameras_people(cams, min_frames=1.01)
