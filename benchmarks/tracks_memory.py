@@ -75,12 +75,14 @@ def write_folder(folder: Path, frames: list[np.ndarray]) -> None:
 
 CHILD = r"""
 import resource, sys, time, json
+from pathlib import Path
 import numpy as np, torch
 torch.set_num_threads(1)
 limit = int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 sys.path.insert(0, sys.argv[4])
 sys.path.insert(0, sys.argv[5])
+import tensorpose  # the checkout measured (importing tracks_memory puts this one first)
 from tracks_memory import make_frames
 case, arg = sys.argv[1], sys.argv[2]
 outcome = "ok"
@@ -112,7 +114,8 @@ else:
     shape = tuple(tr.raw.shape)
 sec = time.perf_counter() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": sec, "peak_rss_bytes": rss, "shape": shape, "outcome": outcome}))
+print(json.dumps({"seconds": sec, "peak_rss_bytes": rss, "shape": shape, "outcome": outcome,
+                  "code": str(Path(tensorpose.__file__).parents[1])}))
 """
 
 
