@@ -13,7 +13,6 @@ loaded.
 from __future__ import annotations
 
 import sys as _sys
-from typing import TYPE_CHECKING, Any
 
 
 def _started_as_command() -> bool:
@@ -26,6 +25,8 @@ def _started_as_command() -> bool:
 
 
 try:  # the command's start: a Ctrl-C while the package loads is one line and 130
+    from typing import TYPE_CHECKING, Any
+
     from . import config as _config
 except KeyboardInterrupt:
     if not _started_as_command():
