@@ -603,8 +603,12 @@ def _run(argv: list[str], d: Path, env: dict, sigint: float | None):
     import signal
     import time
 
+    def start() -> None:  # as from a terminal: a shell's background job ignores SIGINT
+        _limit()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     p = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=_limit)  # fmt: skip
+                         preexec_fn=start)  # fmt: skip
     time.sleep(sigint)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)

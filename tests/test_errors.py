@@ -173,6 +173,13 @@ sys.meta_path.insert(0, _At())
 """
 
 
+def _default_sigint() -> None:
+    """SIGINT as from a terminal (a shell's background job starts with it ignored)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("module", ["tensorpose.errors", "tensorpose.cli", "numpy", "torch",
                                     "tensorpose.multiview.recording"])  # fmt: skip
 def test_ctrl_c_as_each_module_of_the_command_is_imported_is_one_line_and_130(tmp_path, module):
@@ -193,8 +200,8 @@ def test_ctrl_c_as_each_module_of_the_command_is_imported_is_one_line_and_130(tm
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "tensorpose", "triangulate", str(tracks),
                            "--calib", str(tracks / "Calib.qca.txt"), "--fps", "60", "--out",
-                           str(out)], capture_output=True, text=True, env=env,
-                          timeout=120)  # fmt: skip
+                           str(out)], capture_output=True, text=True, env=env, timeout=120,
+                          preexec_fn=_default_sigint)  # fmt: skip
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 130 and len(lines) == 1, proc.stderr
     assert "interrupted (Ctrl-C)" in lines[0] and not out.exists()
