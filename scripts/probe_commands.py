@@ -562,6 +562,8 @@ def run_case(setup, site: Path) -> str:
             "PROBE_MARKER": str(marker),
             "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         }
+        if "sigint" in opts:  # the hook's own torch import would be the start interrupted
+            del env["PROBE_MARKER"]
         try:
             r = _run(argv, d, env, opts.get("sigint"))
         except subprocess.TimeoutExpired:
@@ -578,6 +580,8 @@ def run_case(setup, site: Path) -> str:
         stderr = r.stderr.decode(errors="replace")  # bytes: keep the \r of progress bars
         err = [line.rsplit("\r", 1)[-1] for line in stderr.split("\n")]
         err = [line for line in err if line.strip()]
+        if "sigint" in opts and r.returncode == -2 and not err:
+            return "killed by SIGINT before Python ran"
         if "MemoryError" in stderr or r.returncode < 0:
             return "memory"
         if any(line.startswith("Traceback") for line in err):
@@ -589,8 +593,6 @@ def run_case(setup, site: Path) -> str:
             return "warned" if said else "accepted"
         if r.returncode == 0:
             return "accepted"
-        if "sigint" in opts and r.returncode == -2 and not err:
-            return "killed by SIGINT before Python ran"
         return f"other (exit {r.returncode})"
 
 
