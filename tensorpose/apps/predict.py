@@ -54,6 +54,7 @@ from ..io.video import (
     OpenedVideo,
     VideoWriter,
     count_frames,
+    frame_rate_spread,
     is_video,
     iter_frames,
     iter_videos_lockstep,
@@ -79,6 +80,7 @@ class PredictResult:
     empty_frames: int = 0
     detector_frames: int | None = None  # video mode: frames the detector ran on
     cameras: int = 0  # a folder of videos: one output per camera
+    variable_rate: dict[str, dict] = field(default_factory=dict)  # video stem -> its spread
 
     @property
     def frames_per_s(self) -> float:
@@ -98,8 +100,11 @@ class _Staged:
         self.results: list[dict] = []
         self.writer = VideoWriter(outputs.path(f"{stem}.mp4"), fps) if video else None
         self.fps = fps if video else None  # recorded in the OpenPose JSON
+        self.times: list[float] = []  # a video's frame time stamps (seconds)
 
     def add(self, frames: FrameBatch, people: list[dict]) -> None:
+        if self.video and frames.times_s is not None:
+            self.times += frames.times_s
         if self.which["coco"]:
             for iid, p in zip(frames.image_ids, people, strict=True):
                 if len(p["scores"]):
@@ -122,7 +127,8 @@ class _Staged:
                      for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
             write_openpose(torch.from_numpy(kp), self.outputs.path("openpose") / self.sub, names,
                            "BLAZEPOSE_33" if kp.shape[2] == 33 else "COCO_18",
-                           identities=any("track" in p for p in shown), fps=self.fps)  # fmt: skip
+                           identities=any("track" in p for p in shown), fps=self.fps,
+                           times_s=frames.times_s if self.video else None)  # fmt: skip
         if self.which["draw"]:
             for img, name, p in zip(frames.images, frames.names, shown, strict=True):
                 drawn = draw_people(img, p, self.min_kp, self.skeleton, COCO_LINKS)
@@ -390,14 +396,18 @@ def predict(
             o.close()
         if bar is not None:
             bar.close()
-    return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0)
+    spread = {st.stem: s for st in staged if (s := frame_rate_spread(st.times)) is not None}
+    return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0,
+                   spread)  # fmt: skip
 
 
-def _result(counts: dict, written: list[Path], seconds: float, cameras: int) -> PredictResult:
+def _result(counts: dict, written: list[Path], seconds: float, cameras: int,
+            spread: dict[str, dict]) -> PredictResult:  # fmt: skip
     keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
     done = {keys.get(p.name, p.stem if cameras else "pictures"): p for p in written}
     return PredictResult(counts["frames"], counts["people"], seconds, done, counts["ids"],
-                         counts["empty"], counts.get("detector_frames"), cameras)  # fmt: skip
+                         counts["empty"], counts.get("detector_frames"), cameras,
+                         spread)  # fmt: skip
 
 
 def _run_videos(outputs, videos: list[OpenedVideo], cameras: bool, args: tuple, pose, bar,
@@ -502,4 +512,9 @@ def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
     if r.cameras:
         lines.append(f"  {r.cameras} cameras: one OpenPose folder each in {out / 'openpose'} "
                      "(the input of `tensorpose triangulate`)")  # fmt: skip
+    for stem, s in r.variable_rate.items():  # a handful of videos
+        lines.append(f"  warning: {stem} has a variable frame rate: frame intervals "
+                     f"{s['min_ms']:.1f} to {s['max_ms']:.1f} ms (median {s['median_ms']:.1f} "
+                     "ms); each frame's time stamp is in its OpenPose JSON (time_s), the fps "
+                     "recorded there and in the MP4 is the header's")  # fmt: skip
     return lines + [f"  {name}: {path}" for name, path in r.outputs.items()]
