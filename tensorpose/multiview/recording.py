@@ -617,8 +617,8 @@ def check_agreement(agreement: list[dict], tracks_dir, max_reprojection_px: floa
     detections disagree with the others (see :data:`DISAGREE_FACTOR`), with every camera's
     median reprojection error: a calibration whose cameras do not match the folders (e.g. two
     swapped). A camera whose detections fit the people triangulated but not kept
-    (``median_everyone_px``) is not blamed: the people kept are out of its view; its
-    ``sees_only_others`` is then true."""
+    (``median_everyone_px``) is not blamed: the people kept are out of its view or seen poorly
+    in it; its ``sees_only_others`` is then true."""
     if all(a["median_px"] is None for a in agreement):
         raise InputError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
                          "triangulated); check that the folders hold the same scene at the "
