@@ -491,10 +491,10 @@ def safe_loads(
         >>> import pickle
         >>> safe_loads(pickle.dumps({"a": np.arange(3)}), "example")["a"]
         array([0, 1, 2])
-        >>> safe_loads(pickle.dumps(print), "x")
+        >>> safe_loads(pickle.dumps(eval), "x")
         Traceback (most recent call last):
         ...
-        tensorpose.io.safe_pickle.UnsafePickleError: x: refused pickled global 'builtins.print'...
+        tensorpose.io.safe_pickle.UnsafePickleError: x: refused pickled global 'builtins.eval'...
     """
     f = io.BytesIO(data)
     return _load(
