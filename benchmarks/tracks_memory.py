@@ -13,6 +13,17 @@ time limit (``--timeout``):
 * ``read``: ``read_tracks`` on an OpenPose folder of ``T`` JSON files (what ``smooth`` and
   ``lift`` call; the folder is written once per ``T``, outside the timing).
 
+and four cases of ``triangulate`` on a synthetic multi-camera recording of ``T`` frames
+(:mod:`benchmarks.scene_people`, generated a chunk at a time, so the input takes no memory):
+
+* ``restarts-one`` / ``restarts-auto``: one person whose track restarts every 100 frames (it
+  jumps 3 m), triangulated as ``triangulate`` does (the person most cameras see longest) and as
+  ``triangulate --people auto`` does;
+* ``crowd-one`` / ``crowd-auto``: a crowd of 60 people on a 1.5 m grid, the same two ways.
+
+A case that ends in an error (a refusal, or a MemoryError under the address-space limit) reports
+its peak memory and the error's line.
+
 Prints a table and writes ``benchmarks/results/tracks_memory_cpu.json`` (with the load average;
 ``--label`` names the code measured, rows of other labels already in the file are kept):
 
@@ -36,6 +47,7 @@ from benchmarks.common import run_child
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "tracks_memory_cpu.json"
 K = 25
+CASES = ["link", "read", "restarts-one", "restarts-auto", "crowd-one", "crowd-auto"]
 
 
 def make_frames(T: int, seed: int = 0) -> list[np.ndarray]:
@@ -63,15 +75,33 @@ def write_folder(folder: Path, frames: list[np.ndarray]) -> None:
 
 CHILD = r"""
 import resource, sys, time, json
+from pathlib import Path
 import numpy as np, torch
 torch.set_num_threads(1)
 limit = int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 sys.path.insert(0, sys.argv[4])
 sys.path.insert(0, sys.argv[5])
+import tensorpose  # the checkout measured (importing tracks_memory puts this one first)
 from tracks_memory import make_frames
 case, arg = sys.argv[1], sys.argv[2]
-if case == "link":
+outcome = "ok"
+if case in ("restarts-one", "restarts-auto", "crowd-one", "crowd-auto"):
+    from scene_people import SceneCameras
+    from tensorpose.multiview import people as P
+    cams = (SceneCameras(int(arg), 1, 100) if case.startswith("restarts")
+            else SceneCameras(int(arg), 60))
+    t0 = time.perf_counter()
+    try:
+        if case.endswith("one"):
+            tri, found, taken = P.triangulate_cameras_one(cams)
+            shape = (len(found), *tri.points.shape)
+        else:
+            tris = P.triangulate_cameras_people(cams)
+            shape = (len(tris), *tris[0].points.shape)
+    except Exception as e:  # a refusal, or out of memory under the limit
+        shape, outcome = None, f"{type(e).__name__}: {e}"[:200]
+elif case == "link":
     from tensorpose.io.openpose import link_tracks
     frames = make_frames(int(arg))
     t0 = time.perf_counter()
@@ -84,7 +114,8 @@ else:
     shape = tuple(tr.raw.shape)
 sec = time.perf_counter() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": sec, "peak_rss_bytes": rss, "shape": shape}))
+print(json.dumps({"seconds": sec, "peak_rss_bytes": rss, "shape": shape, "outcome": outcome,
+                  "code": str(Path(tensorpose.__file__).parents[1])}))
 """
 
 
@@ -98,7 +129,7 @@ def run_case(case: str, arg: str, code: Path, limit: int, timeout: float) -> dic
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=int, nargs="+", default=[1000, 10000, 100000])
-    ap.add_argument("--cases", nargs="+", default=["link", "read"], choices=["link", "read"])
+    ap.add_argument("--cases", nargs="+", default=["link", "read"], choices=CASES)
     ap.add_argument("--label", default="after", help="which code is measured (before / after)")
     ap.add_argument("--code", type=Path, default=ROOT, help="checkout whose tensorpose is timed")
     ap.add_argument("--limit-gib", type=float, default=6.0, help="address-space limit per case")
@@ -113,7 +144,7 @@ def main() -> None:
             if "read" in a.cases:
                 write_folder(Path(tmp) / "json", make_frames(T))
             for case in a.cases:
-                arg = str(T) if case == "link" else str(Path(tmp) / "json")
+                arg = str(Path(tmp) / "json") if case == "read" else str(T)
                 r = {"label": a.label, "case": case, "frames": T,
                      **run_case(case, arg, a.code, limit, a.timeout),
                      "load_average": os.getloadavg()}  # fmt: skip
@@ -121,7 +152,11 @@ def main() -> None:
                 sec = f"{r['seconds']:9.2f}" if r.get("seconds") is not None else "        -"
                 rss = r.get("peak_rss_bytes")
                 mib = f"{rss / 2**20:13.0f}" if rss else "            -"
-                what = r["shape"] if r["status"] == "ok" else r["status"]
+                what = (
+                    r["status"]
+                    if r["status"] != "ok"
+                    else (r["shape"] if r.get("outcome", "ok") == "ok" else r["outcome"])
+                )
                 print(f"{a.label:<8} {case:<5} {T:>7} {sec} {mib}  {what}", flush=True)
     if a.no_save:
         return

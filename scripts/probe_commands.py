@@ -11,9 +11,11 @@ disk and the exit status:
 - ``stale``: an output of an earlier run that this run does not write was left behind;
 - ``hang``: over the time limit; ``memory``: a MemoryError or killed by the address-space limit;
 - ``traceback``: a Python traceback instead of an error line;
-- ``clear error``: exit 2 with one line naming the file or flag; ``accepted``: exit 0 (wrong
-  for nonsense; right for the ``stale outputs`` and ``write outside`` cases, whose checks above
-  passed); ``other``: anything else.
+- ``clear error``: exit 2 with one line naming the file or flag (exit 130 and one line for the
+  ``interrupt`` cases, whose SIGINT is sent a set time after the start); ``accepted``: exit 0
+  (wrong for nonsense; right for the ``stale outputs``, ``write outside`` and ``false alarm``
+  cases, whose checks above passed); ``warned``: exit 0 with the line a case expects (a
+  variable frame rate named); ``other``: anything else.
 
 Run it against any checkout (``PYTHONPATH=CHECKOUT python scripts/probe_commands.py``); it prints
 a table and, with ``--json FILE``, writes the outcomes. It never points a command at ``/``.
@@ -408,7 +410,121 @@ def cases():
     nonsense("lift --device cuda (no GPU)", lambda d: ["lift", str(camera(d)), "--size",
                                                         "1920x1088", "--device", "cuda",
                                                         "--out", str(d / "o")])  # fmt: skip
+    _issue32_cases(c, nonsense)
     return CASES
+
+
+def _issue32_cases(c, nonsense) -> None:
+    """The cases of the remaining reliability items: per-track memory and crowds in
+    ``triangulate --people auto``, huge BVH numbers, variable frame rate, a folder of videos in
+    image mode, Ctrl-C at set instants of the start, a camera blamed for people out of view."""
+    tri = ["--fps", "60"]
+
+    @c("memory", "triangulate --people auto, a crowd of 60 (4 cameras, 200 frames)")
+    def _(d):
+        rec = _scene(d, frames=200, people=60)
+        return ["triangulate", str(rec), "--calib", str(rec / "Calib.qca.txt"), *tri, "--people",
+                "auto", "--out", str(d / "o")], [rec], [], []  # fmt: skip
+
+    @c("memory", "triangulate --people auto, a track restarting every 100 frames (2,000)")
+    def _(d):
+        rec = _scene(d, frames=2000, people=1, restart_every=100)
+        return ["triangulate", str(rec), "--calib", str(rec / "Calib.qca.txt"), *tri, "--people",
+                "auto", "--out", str(d / "o")], [rec], [], []  # fmt: skip
+
+    for value in ("1e308", "-1e300", "1e8"):
+        nonsense(f"BVH root position {value}", lambda d, v=value: ["bvh-info", str(_bvh(d, v))])
+
+    @c("nonsense", "predict a variable-frame-rate video")
+    def _(d):
+        video = _vfr_video(d / "vfr.mp4")
+        return ["predict", str(video), "--model", "blazepose", "--out", str(d / "o"),
+                "--quiet"], [video], [], [], {"says": "variable frame rate"}  # fmt: skip
+
+    @c("nonsense", "predict FOLDER_OF_VIDEOS --image-mode")
+    def _(d):
+        cams = d / "cams"
+        cams.mkdir()
+        for k in (1, 2):
+            _vfr_video(cams / f"cam0{k}.mp4")
+        return ["predict", str(cams), "--model", "blazepose", "--image-mode", "--out",
+                str(d / "o")], [cams], [], []  # fmt: skip
+
+    @c("false alarm", "triangulate --people auto keeps a person cam03, cam04 never see")
+    def _(d):
+        rec = _bystander_kept(d)
+        return ["triangulate", str(rec), "--calib", str(rec / "Calib.qca.txt"), *tri, "--people",
+                "auto", "--out", str(d / "o")], [rec], [], []  # fmt: skip
+
+    for at in (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0):  # the run takes seconds
+
+        @c("interrupt", f"Ctrl-C {at:g} s after triangulate starts")
+        def _(d, at=at):
+            return ["triangulate", str(TRACKS), "--calib", str(TRACKS / "Calib.qca.txt"), *tri,
+                    "--out", str(d / "o")], [], [], [], {"sigint": at}  # fmt: skip
+
+
+def _scene(d: Path, frames: int, people: int, restart_every: int = 0) -> Path:
+    """A synthetic recording (benchmarks/scene_people.py) written as four OpenPose folders."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import torch
+    from scene_people import SceneCameras
+
+    from tensorpose.io.openpose import write_openpose
+
+    scene = SceneCameras(frames, people, restart_every)
+    rec = d / "rec"
+    rec.mkdir()
+    shutil.copy(TRACKS / "Calib.qca.txt", rec / "Calib.qca.txt")
+    det = scene.read(0, frames)
+    for c, folder in enumerate(scene.folders):  # the four cameras
+        kp = torch.from_numpy(np.stack(det[c]))  # (T, P, 25, 3)
+        write_openpose(kp, rec / folder.name, [f"{folder.stem[:5]}.{t:06d}.json"
+                                               for t in range(frames)], "BODY_25B")  # fmt: skip
+    return rec
+
+
+def _bvh(d: Path, value: str) -> Path:
+    """A bundled CMU BVH excerpt (3 frames) whose second frame has the root at ``value``."""
+    from tensorpose.io.bvh import bundled_bvh
+
+    lines = bundled_bvh()[0].read_text().splitlines()
+    cut = lines.index("MOTION")
+    rows = lines[cut + 3 : cut + 6]
+    rows[1] = " ".join([value, *rows[1].split()[1:]])
+    path = d / "huge.bvh"
+    path.write_text("\n".join([*lines[: cut + 1], "Frames: 3", lines[cut + 2], *rows]) + "\n")
+    return path
+
+
+def _vfr_video(path: Path) -> Path:
+    """Twelve frames of a person photo, 100 ms apart and then 500 ms (variable frame rate)."""
+    from tensorpose.io.video import _ffmpeg_exe
+
+    image = sorted(IMAGES.glob("*.jpg"))[0]
+    subprocess.run([_ffmpeg_exe(), "-loglevel", "error", "-y", "-loop", "1", "-framerate", "10",
+                    "-i", str(image), "-frames:v", "12", "-vf",
+                    "scale=256:-2,setpts='if(lt(N,8),N*0.1,0.8+(N-8)*0.5)/TB'", "-fps_mode",
+                    "vfr", "-c:v", "libx264", "-pix_fmt", "yuv420p", str(path)],
+                   check=True)  # fmt: skip
+    return path
+
+
+def _bystander_kept(d: Path) -> Path:
+    """tests/data/synthetic_two_people with the composited person removed from cam03 and cam04
+    and the other person only in its first 3 of 40 frames: ``--people auto`` keeps the
+    composited person alone, whom cam03 and cam04 never see."""
+    rec = d / "rec"
+    shutil.copytree(ROOT / "tests" / "data" / "synthetic_two_people", rec)
+    for folder in sorted(rec.glob("cam*_json")):  # the four cameras
+        for t, f in enumerate(sorted(folder.glob("*.json"))):  # the 40 frames
+            data = json.loads(f.read_text())
+            composited = [set(p["pose_keypoints_2d"][2::3]) <= {0, 1} for p in data["people"]]
+            keep = [p for p, comp in zip(data["people"], composited, strict=True)
+                    if (comp and folder.name not in ("cam03_json", "cam04_json"))
+                    or (not comp and t < 3)]  # fmt: skip
+            f.write_text(json.dumps({**data, "people": keep}))
+    return rec
 
 
 def _coco_results(d: Path, value) -> Path:
@@ -437,7 +553,8 @@ def _limit() -> None:
 def run_case(setup, site: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="probe.") as tmp:
         d = Path(tmp)
-        argv, watched, outside, stale = setup(d)
+        argv, watched, outside, stale, *more = setup(d)
+        opts = more[0] if more else {}
         before = {str(p): digest(p) for p in [*watched, *outside]}
         marker = d / "jit_load_called"
         env = {
@@ -445,9 +562,10 @@ def run_case(setup, site: Path) -> str:
             "PROBE_MARKER": str(marker),
             "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         }
+        if "sigint" in opts:  # the hook's own torch import would be the start interrupted
+            del env["PROBE_MARKER"]
         try:
-            r = subprocess.run([sys.executable, "-m", "tensorpose", *argv], cwd=d, env=env,
-                               capture_output=True, timeout=60, preexec_fn=_limit)  # fmt: skip
+            r = _run(argv, d, env, opts.get("sigint"))
         except subprocess.TimeoutExpired:
             return "hang"
         if marker.exists():
@@ -462,15 +580,41 @@ def run_case(setup, site: Path) -> str:
         stderr = r.stderr.decode(errors="replace")  # bytes: keep the \r of progress bars
         err = [line.rsplit("\r", 1)[-1] for line in stderr.split("\n")]
         err = [line for line in err if line.strip()]
+        if "sigint" in opts and r.returncode == -2 and not err:
+            return "killed by SIGINT before Python ran"
         if "MemoryError" in stderr or r.returncode < 0:
             return "memory"
         if any(line.startswith("Traceback") for line in err):
             return "traceback"
-        if r.returncode == 2 and len(err) == 1:
+        if r.returncode == (130 if "sigint" in opts else 2) and len(err) == 1:
             return "clear error"
+        if r.returncode == 0 and "says" in opts:
+            said = re.search(opts["says"], r.stdout.decode(errors="replace") + stderr)
+            return "warned" if said else "accepted"
         if r.returncode == 0:
             return "accepted"
         return f"other (exit {r.returncode})"
+
+
+def _run(argv: list[str], d: Path, env: dict, sigint: float | None):
+    """The command, with a SIGINT ``sigint`` seconds after its start."""
+    cmd = [sys.executable, "-m", "tensorpose", *argv]
+    if sigint is None:
+        return subprocess.run(cmd, cwd=d, env=env, capture_output=True, timeout=60,
+                              preexec_fn=_limit)  # fmt: skip
+    import signal
+    import time
+
+    def start() -> None:  # as from a terminal: a shell's background job ignores SIGINT
+        _limit()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    p = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=start)  # fmt: skip
+    time.sleep(sigint)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def main() -> None:

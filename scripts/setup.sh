@@ -5,7 +5,7 @@
 #  - otherwise the venv is fully isolated and gets torch==2.13.0 (a CPU build where the
 #    package index offers one; no CUDA packages are pulled by a bare "torch" requirement);
 #  - then tensorpose itself, editable, with the extras in $EXTRAS (default: test,viz,coco,onnx,
-#    opensim; opensim only where its wheels exist: pyproject.toml).
+#    opensim,ray; opensim only where its wheels exist: pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -31,5 +31,5 @@ fi
 if ! has_torch "$VENV/bin/python"; then
     "$VENV/bin/python" -m pip install --quiet "torch==2.13.0"
 fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[${EXTRAS:-test,viz,coco,onnx,opensim}]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[${EXTRAS:-test,viz,coco,onnx,opensim,ray}]"
 "$VENV/bin/python" -c "import torch, tensorpose; print('setup: tensorpose', tensorpose.__version__, 'torch', torch.__version__)"

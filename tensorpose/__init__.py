@@ -12,9 +12,28 @@ loaded.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys as _sys
 
-from . import config as _config
+
+def _started_as_command() -> bool:
+    """Whether this import is the ``tensorpose`` command starting: ``python -m tensorpose`` or
+    the ``tensorpose`` console script (a library import is neither)."""
+    argv = getattr(_sys, "orig_argv", [])[1:]
+    if "-m" in argv:
+        return argv[argv.index("-m") + 1 :][:1] == ["tensorpose"]
+    return bool(argv) and argv[0].replace("\\", "/").rsplit("/", 1)[-1] == "tensorpose"
+
+
+try:  # the command's start: a Ctrl-C while the package loads is one line and 130
+    from typing import TYPE_CHECKING, Any
+
+    from . import config as _config
+except KeyboardInterrupt:
+    if not _started_as_command():
+        raise
+    print("tensorpose: interrupted (Ctrl-C) before the command started; nothing was written",
+          file=_sys.stderr)  # fmt: skip
+    raise SystemExit(130) from None
 
 if TYPE_CHECKING:
     from .skeleton import Skeleton, get_skeleton, skeleton_names

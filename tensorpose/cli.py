@@ -203,6 +203,23 @@ def _triangulate(args: argparse.Namespace) -> int:
                     chunk_frames=args.chunk_frames, sync=args.sync,
                     left_right=args.left_right, write_2d=args.write_2d)  # fmt: skip
     _print(summary(r))
+    if args.kinematics:  # each person's TRC -> <out>/kinematics/ (unscalable people skipped)
+        from .apps import kinematics
+
+        trcs = [Path(p) for p in r["outputs"].values() if p.endswith(".trc")]
+        k = kinematics.kinematics_files(trcs, Path(out) / "kinematics", height=args.height,
+                                        mass=args.mass, overwrite=args.overwrite,
+                                        skip_unscalable=True)  # fmt: skip
+        _print(kinematics.summary(k))
+    return 0
+
+
+def _kinematics(args: argparse.Namespace) -> int:
+    from .apps.kinematics import kinematics_files, summary
+
+    r = kinematics_files([Path(p) for p in args.trc], Path(args.out), height=args.height,
+                         mass=args.mass, model=args.model, overwrite=args.overwrite)  # fmt: skip
+    _print(summary(r))
     return 0
 
 
@@ -233,6 +250,17 @@ def _eval_wild(args: argparse.Namespace) -> int:
                   device=args.device, people=args.people)  # fmt: skip
     _print([json.dumps(r)] if args.json else summary(r))
     return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from .apps.batch import run_batch, summary
+
+    r = run_batch(args.root, steps=args.steps, config=args.config, address=args.address,
+                  workers=args.workers, cpus=args.cpus, local=args.local,
+                  overwrite=args.overwrite, progress=not args.quiet,
+                  threads=args.threads)  # fmt: skip
+    _print(summary(r))
+    return 1 if r["failed"] else 0
 
 
 def _print(lines: list[str]) -> None:
@@ -395,9 +423,10 @@ def add_predict(sub) -> None:
                    help="blazepose: MediaPipe's BlazePose (shipped, no checkpoint; OpenPose "
                    "JSON in the BLAZEPOSE_33 layout); blazepose-heavy: its heavy landmark "
                    "network, installed once by `tensorpose convert-blazepose`")  # fmt: skip
-    p.add_argument(
-        "--max-people", type=int, default=None, help="blazepose: people per frame (default 1)"
-    )
+    p.add_argument("--max-people", type=int, default=None, help="blazepose: people per frame "
+                   "(default 1: video mode as MediaPipe's; 2 or more: video mode looks for "
+                   "everyone, the detector every 10 frames and on overlapping squares of the "
+                   "frame, and keeps them apart)")  # fmt: skip
     p.add_argument("--image-mode", action="store_true", help="blazepose on videos: each frame "
                    "alone (default: video mode, people tracked from their landmarks)")  # fmt: skip
     group = p.add_mutually_exclusive_group()
@@ -580,8 +609,43 @@ def add_triangulate(sub) -> None:
     p.add_argument("--sync", default=None, metavar="SYNC_JSON",
                    help="frame offsets of `tensorpose sync`: drop each camera's first frames, "
                    "keep the frames common to all")  # fmt: skip
+    p.add_argument("--kinematics", action="store_true",
+                   help="then `tensorpose kinematics` on each person's TRC into "
+                   "<out>/kinematics/ (people that cannot be scaled are skipped)")  # fmt: skip
+    _add_body_flags(p)
     _add_threads(p)
     p.set_defaults(func=_triangulate)
+
+
+KINEMATICS_MODELS = ("auto", "body25b", "body25", "coco17", "blazepose", "halpe26")
+"""``--model``'s choices: the keys of :data:`tensorpose.biomech.SETUPS` and ``auto`` (kept here
+so that ``tensorpose --help`` imports no numpy; a test checks they agree)."""
+
+
+def _add_body_flags(p) -> None:
+    p.add_argument("--height", type=float, default=None,
+                   help="the person's height in metres (default: estimated from the TRC, as "
+                   "Pose2Sim)")  # fmt: skip
+    p.add_argument("--mass", type=float, default=70.0, help="kilograms (default 70)")
+
+
+def add_kinematics(sub) -> None:
+    p = sub.add_parser(
+        "kinematics",
+        help="TRC -> scaled OpenSim model + joint angles (Pose2Sim's scaling and IK)",
+        description="Scale Pose2Sim's OpenSim model on the frames where the person stands "
+        "upright and run OpenSim's inverse kinematics, as Pose2Sim 0.10's kinematics step. "
+        "Writes per TRC <stem>.osim, <stem>.mot (joint angles), <stem>_ik_marker_errors.sto "
+        "and <stem>_angles.png. Needs OpenSim: pip install 'tensorpose[opensim]'.",
+    )
+    p.add_argument("trc", nargs="+", help="TRC files in metres, one person each")
+    p.add_argument("--out", required=True, help="output folder")
+    _add_body_flags(p)
+    p.add_argument("--model", default="auto", choices=KINEMATICS_MODELS,
+                   help="Pose2Sim setup (default auto: from the TRC's markers)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    _add_threads(p)
+    p.set_defaults(func=_kinematics)
 
 
 def add_sync(sub) -> None:
@@ -652,9 +716,47 @@ def add_convert_blazepose(sub) -> None:
     p.set_defaults(func=_convert_blazepose)
 
 
+def add_batch(sub) -> None:
+    p = sub.add_parser(
+        "batch",
+        help="every recording of a session/participant/trial tree (or a manifest CSV) through "
+        "predict, sync, triangulate, kinematics; on Ray, resumable",
+        description="Find the recordings under ROOT (Pose2Sim's batch layout: trial folders "
+        "with the videos in videos/, the calibration at trial, participant or session level) "
+        "or in a manifest CSV (recording,videos,calibration), and run each through --steps with "
+        "the single commands' defaults, writing their outputs inside each trial folder "
+        "(pose/, sync/, pose-3d/, kinematics/). Recordings whose outputs exist for the same "
+        "inputs and options are skipped; a failing recording is recorded and the others go "
+        "on; ROOT/batch.json lists done, skipped and failed. On Ray when installed "
+        "(tensorpose[ray]), else sequentially. Exit 1 when a recording failed.",
+    )
+    p.add_argument("root", help="batch folder (session/participant/trial) or manifest .csv")
+    p.add_argument("--steps", default=None,
+                   help="comma-separated: predict,sync,triangulate,kinematics (default "
+                   "predict,triangulate)")  # fmt: skip
+    p.add_argument("--config", default=None,
+                   help="YAML of options per step, e.g. 'triangulate: {people: auto}'")  # fmt: skip
+    p.add_argument("--address", default=None,
+                   help="an existing Ray cluster (default: a local Ray here)")  # fmt: skip
+    p.add_argument("--workers", type=int, default=None,
+                   help="2D model workers (default: the GPUs, else half the CPUs)")  # fmt: skip
+    p.add_argument("--cpus", type=int, default=None,
+                   help="CPUs of the local Ray (default: all)")  # fmt: skip
+    p.add_argument("--local", action="store_true",
+                   help="sequentially in this process, without Ray")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace outputs that the batch did not write")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--threads", type=_thread_count, default=None,
+                   help="torch threads per Ray worker (default 1); with --local or without "
+                   "Ray, in this process (default: half the CPUs)")  # fmt: skip
+    p.set_defaults(func=_batch)
+
+
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
             add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
-            add_triangulate, add_sync, add_eval_wild, add_convert_blazepose)  # fmt: skip
+            add_triangulate, add_sync, add_eval_wild, add_kinematics, add_batch,
+            add_convert_blazepose)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -159,3 +159,49 @@ def test_control_characters_from_a_file_never_reach_the_terminal(monkeypatch, ca
     assert main(["bvh-info", "x.bvh"]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\\x1b[2J\\x1b[31mHips" in err
+
+
+HOOK = """
+import os, signal, sys
+class _At:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["SIGINT_AT"]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, _At())
+"""
+
+
+def _default_sigint() -> None:
+    """SIGINT as from a terminal (a shell's background job starts with it ignored)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("module", ["tensorpose.errors", "tensorpose.cli", "numpy", "torch",
+                                    "tensorpose.multiview.recording"])  # fmt: skip
+def test_ctrl_c_as_each_module_of_the_command_is_imported_is_one_line_and_130(tmp_path, module):
+    """SIGINT at the instant a module starts importing, from the first the package imports
+    (``tensorpose.errors``, by ``tensorpose/__init__``) through the command line's (before
+    ``main`` is entered) to the command's own: one line, 130, nothing written."""
+    import os
+    import subprocess
+    import sys
+
+    from tensorpose.io.openpose import bundled_tracks
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(HOOK)
+    tracks = bundled_tracks()[0].parent
+    env = {**os.environ, "SIGINT_AT": module,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), *sys.path])}  # fmt: skip
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "tensorpose", "triangulate", str(tracks),
+                           "--calib", str(tracks / "Calib.qca.txt"), "--fps", "60", "--out",
+                           str(out)], capture_output=True, text=True, env=env, timeout=120,
+                          preexec_fn=_default_sigint)  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, proc.stderr
+    assert "interrupted (Ctrl-C)" in lines[0] and not out.exists()

@@ -161,3 +161,19 @@ def test_predict_blazepose_without_a_person_exits_1(tmp_path, capsys):
                str(tmp_path / "v"), "--quiet"])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 1 and "3 of 3 frames without a person" in out, out
+
+
+def test_a_folder_of_videos_in_image_mode_says_what_is_wrong(tmp_path, capsys):
+    """``predict FOLDER_OF_VIDEOS --image-mode``: one line naming the folder and its videos and
+    the two ways that work (not "no image files"), exit 2, nothing written."""
+    cams = tmp_path / "cams"
+    cams.mkdir()
+    for c in (1, 2):
+        _video(cams / f"cam0{c}.mp4", IMAGE, 3)
+    out = tmp_path / "out"
+    rc = main(["predict", str(cams), "--model", "blazepose", "--image-mode", "--out", str(out),
+               "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    _one_line(rc, err, str(cams), "holds videos (cam01.mp4, cam02.mp4)", "one video at a time",
+              "without --image-mode")  # fmt: skip
+    assert "no image files in this folder" not in err and not out.exists()

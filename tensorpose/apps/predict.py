@@ -16,9 +16,10 @@ Outputs in ``out_dir``:
 
 With ``--model blazepose`` a video runs in video mode (``tracking``, see
 :class:`~tensorpose.blazepose.pipeline.BlazePoseTracker`: the next region of interest from the
-smoothed
-landmarks, the detector again when someone is lost), and a folder of videos (the cameras of one
-recording, decoded side by side, one batch per time step) writes one OpenPose folder per camera,
+smoothed landmarks, the detector again when someone is lost; with ``max_people`` > 1 also on a
+schedule, on overlapping squares of the frame, people kept apart: ``find_everyone``), and a
+folder of videos (the cameras of one recording, decoded side by side, one batch per time step)
+writes one OpenPose folder per camera,
 ``openpose/<video stem>/<video stem>_<frame:012d>_keypoints.json`` (person_id = track), and
 ``<video stem>.mp4`` each; ``results.json`` then holds every camera (each result names its
 ``video``; image ids are frame numbers). ``tensorpose triangulate OUT/openpose CALIB`` reads the
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +54,7 @@ from ..io.video import (
     OpenedVideo,
     VideoWriter,
     count_frames,
+    frame_rate_spread,
     is_video,
     iter_frames,
     iter_videos_lockstep,
@@ -61,7 +64,14 @@ from ..pose2d import PoseModel, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz.draw import draw_people
 
-__all__ = ["BLAZEPOSE_MODELS", "PredictResult", "predict", "predict_command", "summary"]
+__all__ = [
+    "BLAZEPOSE_MODELS",
+    "PredictResult",
+    "load_models",
+    "predict",
+    "predict_command",
+    "summary",
+]
 
 BLAZEPOSE_MODELS = {"blazepose": "full", "blazepose-heavy": "heavy"}
 """``--model`` values of BlazePose -> their landmark network (``BlazePose.load``'s variant)."""
@@ -80,6 +90,7 @@ class PredictResult:
     empty_frames: int = 0
     detector_frames: int | None = None  # video mode: frames the detector ran on
     cameras: int = 0  # a folder of videos: one output per camera
+    variable_rate: dict[str, dict] = field(default_factory=dict)  # video stem -> its spread
 
     @property
     def frames_per_s(self) -> float:
@@ -99,8 +110,11 @@ class _Staged:
         self.results: list[dict] = []
         self.writer = VideoWriter(outputs.path(f"{stem}.mp4"), fps) if video else None
         self.fps = fps if video else None  # recorded in the OpenPose JSON
+        self.times: list[float] = []  # a video's frame time stamps (seconds)
 
     def add(self, frames: FrameBatch, people: list[dict]) -> None:
+        if self.video and frames.times_s is not None:
+            self.times += frames.times_s
         if self.which["coco"]:
             for iid, p in zip(frames.image_ids, people, strict=True):
                 if len(p["scores"]):
@@ -123,7 +137,8 @@ class _Staged:
                      for n, t in zip(frames.names, frames.frame_index, strict=True)]  # fmt: skip
             write_openpose(torch.from_numpy(kp), self.outputs.path("openpose") / self.sub, names,
                            "BLAZEPOSE_33" if kp.shape[2] == 33 else "COCO_18",
-                           identities=any("track" in p for p in shown), fps=self.fps)  # fmt: skip
+                           identities=any("track" in p for p in shown), fps=self.fps,
+                           times_s=frames.times_s if self.video else None)  # fmt: skip
         if self.which["draw"]:
             for img, name, p in zip(frames.images, frames.names, shown, strict=True):
                 drawn = draw_people(img, p, self.min_kp, self.skeleton, COCO_LINKS)
@@ -260,13 +275,16 @@ def _tracked_videos(input: Path, video: bool, pose: PoseModel,
 
 
 def _run_tracked(videos: list[OpenedVideo], pose, staged: list[_Staged], bar,
-                 max_people: int) -> dict:  # fmt: skip
+                 max_people: int, decoded: Iterable | None = None) -> dict:  # fmt: skip
     """BlazePose's video mode over the videos side by side, one frame of each per step (one
-    batch); a video that ended early gets black frames, its outputs dropped."""
+    batch); a video that ended early gets black frames, its outputs dropped. ``decoded``: the
+    steps of :func:`~tensorpose.io.video.iter_videos_lockstep` decoded elsewhere (``None``:
+    decoded here)."""
     counts = {"frames": 0, "people": 0, "matched": False, "ids": [], "empty": 0}
     tracker = pose.tracker(len(videos), max_people)
     last: list[np.ndarray | None] = [None] * len(videos)
-    for step in iter_videos_lockstep(videos):  # a loop over time: the tracking recurrence
+    steps = iter_videos_lockstep(videos) if decoded is None else decoded
+    for step in steps:  # a loop over time: the tracking recurrence
         for i, fb in enumerate(step):
             if fb is not None:
                 if last[i] is None:
@@ -309,6 +327,7 @@ def predict(
     progress: bool = True,
     max_people: int | None = None,
     tracking: bool = True,
+    decoded: Iterable[list[FrameBatch | None]] | None = None,
 ) -> PredictResult:
     """Predict every person's keypoints in an image, a folder of images or a video (with
     BlazePose also a folder of videos: see the module docstring).
@@ -330,6 +349,10 @@ def predict(
         progress: a tqdm progress bar over frames.
         max_people, tracking: BlazePose: people per frame (default 1; a model that keeps its
             own number of people refuses it); video mode on videos.
+        decoded: video mode only: the frames of the videos decoded elsewhere, as
+            :func:`~tensorpose.io.video.iter_videos_lockstep` yields them (``tensorpose batch``
+            streams them from its decoding tasks); the videos are then only probed here. The
+            outputs are the same.
 
     Raises:
         ValueError: a bad input (named), a top-down model without ``boxes``/``detector``, a
@@ -372,7 +395,8 @@ def predict(
                 counts = _run(opened[0] if video else input, pose, detector, dets, names,
                               staged[0], batch_size, box_threshold, bar, max_people)  # fmt: skip
             else:
-                staged, counts = _run_videos(outputs, opened, cameras, args, pose, bar, max_people)
+                staged, counts = _run_videos(outputs, opened, cameras, args, pose, bar, max_people,
+                                             decoded)  # fmt: skip
             if boxes is not None and not counts["matched"]:
                 raise _no_match(boxes, counts["frames"], counts["ids"], dets)
             _finish(outputs, staged, cameras)
@@ -382,22 +406,27 @@ def predict(
             o.close()
         if bar is not None:
             bar.close()
-    return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0)
+    spread = {st.stem: s for st in staged if (s := frame_rate_spread(st.times)) is not None}
+    return _result(counts, written, time.perf_counter() - t0, len(staged) if cameras else 0,
+                   spread)  # fmt: skip
 
 
-def _result(counts: dict, written: list[Path], seconds: float, cameras: int) -> PredictResult:
+def _result(counts: dict, written: list[Path], seconds: float, cameras: int,
+            spread: dict[str, dict]) -> PredictResult:  # fmt: skip
     keys = {"results.json": "results", "openpose": "openpose", "drawn": "pictures"}
     done = {keys.get(p.name, p.stem if cameras else "pictures"): p for p in written}
     return PredictResult(counts["frames"], counts["people"], seconds, done, counts["ids"],
-                         counts["empty"], counts.get("detector_frames"), cameras)  # fmt: skip
+                         counts["empty"], counts.get("detector_frames"), cameras,
+                         spread)  # fmt: skip
 
 
 def _run_videos(outputs, videos: list[OpenedVideo], cameras: bool, args: tuple, pose, bar,
-                max_people: int) -> tuple[list[_Staged], dict]:  # fmt: skip
+                max_people: int,
+                decoded: Iterable | None) -> tuple[list[_Staged], dict]:  # fmt: skip
     """BlazePose's video mode: the staged outputs of each (opened) video and the counts."""
     staged = [_Staged(outputs, v.path.stem, True, v.fps or 30.0, *args, cameras)
               for v in videos]  # fmt: skip
-    return staged, _run_tracked(videos, pose, staged, bar, max_people)
+    return staged, _run_tracked(videos, pose, staged, bar, max_people, decoded)
 
 
 def _finish(outputs: OutputFolder, staged: list[_Staged], cameras: bool) -> None:
@@ -436,6 +465,29 @@ def predict_command(
             heavy network not installed (naming ``tensorpose convert-blazepose``), or
             ``--max-people`` outside 1..64 (each naming the flag).
     """
+    src = Path(input)
+    out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
+    pose, det = load_models(checkpoint, model=model, detector=detector, device=device,
+                            max_people=max_people)  # fmt: skip
+    r = predict(src, pose, out, detector=det, inputs=(checkpoint, detector),
+                max_people=max_people, **options)  # fmt: skip
+    return r, pose, out
+
+
+def load_models(
+    checkpoint: str | Path | None = None,
+    *,
+    model: str = "checkpoint",
+    detector: str | Path | None = None,
+    device: str = "auto",
+    max_people: int | None = None,
+) -> tuple[PoseModel, PoseModel | None]:
+    """The pose model and the CenterNet ``detector`` of :func:`predict_command` (its flags
+    checked), loaded once: ``tensorpose batch`` keeps them in each of its model workers.
+
+    Raises:
+        ValueError: as :func:`predict_command`.
+    """
     from ..blazepose.memory import keep_freed_memory
     from ..blazepose.pipeline import BlazePose
     from ..pose2d import load_pose_model
@@ -448,8 +500,6 @@ def predict_command(
         raise InputError("--checkpoint is required (or --model blazepose)")
     if max_people is not None and not 1 <= max_people <= 64:
         raise InputError(f"--max-people must be in 1..64, got {max_people}")
-    src = Path(input)
-    out = Path(out) if out else Path("runs") / "predict" / src.resolve().stem
     if blaze:
         dev = resolve_device(device, what="--device")
         if dev.type == "cpu":  # the command's process: keep freed activations for reuse
@@ -458,9 +508,7 @@ def predict_command(
     else:
         pose = load_pose_model(checkpoint, device)
     det = load_pose_model(detector, device) if detector else None
-    r = predict(src, pose, out, detector=det, inputs=(checkpoint, detector),
-                max_people=max_people, **options)  # fmt: skip
-    return r, pose, out
+    return pose, det
 
 
 def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
@@ -476,4 +524,9 @@ def summary(r: PredictResult, pose: PoseModel, out: Path) -> list[str]:
     if r.cameras:
         lines.append(f"  {r.cameras} cameras: one OpenPose folder each in {out / 'openpose'} "
                      "(the input of `tensorpose triangulate`)")  # fmt: skip
+    for stem, s in r.variable_rate.items():  # a handful of videos
+        lines.append(f"  warning: {stem} has a variable frame rate: frame intervals "
+                     f"{s['min_ms']:.1f} to {s['max_ms']:.1f} ms (median {s['median_ms']:.1f} "
+                     "ms); each frame's time stamp is in its OpenPose JSON (time_s), the fps "
+                     "recorded there and in the MP4 is the header's")  # fmt: skip
     return lines + [f"  {name}: {path}" for name, path in r.outputs.items()]

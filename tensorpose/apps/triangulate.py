@@ -341,6 +341,9 @@ def _camera_lines(r: dict) -> list[str]:
     return [f"  camera {a['camera']}: {a['folder']}, median reprojection error "
             + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")
             + f", in {a['used']:.0%} of the valid joints"
+            + (f"; its detections fit the people not kept ({a['median_everyone_px']:.1f} px), "
+               "so its calibration is not blamed: the people kept are out of its view or seen "
+               "poorly in it" if a.get("sees_only_others") else "")
             for a in r["camera_agreement"]]  # fmt: skip
 
 

@@ -36,11 +36,15 @@ __all__ = [
     "decode_detections",
     "decode_landmarks",
     "detection_to_image",
+    "head_down",
     "letterbox_roi",
     "one_euro_step",
     "refine_landmarks",
     "roi_matrix",
+    "split_torso",
     "ssd_anchors",
+    "tile_rois",
+    "torso_distance",
     "weighted_nms",
 ]
 
@@ -341,3 +345,55 @@ def one_euro_step(
     a = alpha(min_cutoff + beta * speed.abs())
     out = torch.where(on, a * value + (1 - a) * previous["out"], value)
     return out, {"raw": value, "out": out, "speed": speed}
+
+
+def tile_rois(size: tuple[int, int], min_aspect: float = 1.2) -> torch.Tensor:
+    """The detector's extra square regions of a tall or wide frame of ``size (w, h)``: squares
+    of the short side along the long one, overlapping, ``ceil(long / short) + 1`` of them
+    (three on a 1088 x 1920 frame), so that a person a fifth of the frame high fills twice as
+    many detector pixels as in the letterboxed whole frame. ``(T, 3)``: centre ``x, y`` and
+    side (pixels, no rotation); ``T = 0`` when ``long / short < min_aspect``."""
+    w, h = size
+    lo, hi = min(w, h), max(w, h)
+    if hi < min_aspect * lo:
+        return torch.zeros(0, 3)
+    n = math.ceil(hi / lo) + 1
+    along = torch.linspace(lo / 2, hi - lo / 2, n)
+    across = torch.full_like(along, lo / 2)
+    xy = torch.stack([across, along] if h > w else [along, across], -1)
+    return torch.cat([xy, torch.full_like(along, float(lo))[:, None]], -1)
+
+
+def torso_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How far two torsos are apart, in torso lengths: ``a (..., 2, 2)`` and ``b (..., 2, 2)``
+    hold the hip centre and the shoulder centre (pixels); the mean of the two points' distances
+    over the longer of the two torsos (at least one pixel). 0: the same torso; two people side
+    by side are about 1 or more apart. Broadcasts over the leading dims."""
+    d = torch.linalg.vector_norm(a - b, dim=-1).mean(-1)
+    la = torch.linalg.vector_norm(a[..., 1, :] - a[..., 0, :], dim=-1)
+    lb = torch.linalg.vector_norm(b[..., 1, :] - b[..., 0, :], dim=-1)
+    return d / torch.maximum(la, lb).clamp_min(1.0)
+
+
+def split_torso(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Whether torso ``a (..., 2, 2)`` (hip centre, shoulder centre) sits on two of the torsos
+    ``b (..., D, 2, 2)``: its hip centre nearest one of them and its shoulder centre nearest
+    another, each within half that torso's length, while no single one of them is within half
+    a torso length of both points (a merged skeleton: one person's legs under another's
+    trunk). ``(...)`` bool; ``valid (..., D)`` rows of ``b`` may be masked with NaN."""
+    d = torch.linalg.vector_norm(a.unsqueeze(-3) - b, dim=-1)  # (..., D, 2)
+    length = torch.linalg.vector_norm(b[..., 1, :] - b[..., 0, :], dim=-1).clamp_min(1.0)
+    r = torch.nan_to_num(d / length.unsqueeze(-1), nan=float("inf"))
+    near, which = r.min(-2)  # (..., 2): per point its nearest torso
+    both = (r < 0.5).all(-1).any(-1)
+    return (which[..., 0] != which[..., 1]) & (near < 0.5).all(-1) & ~both
+
+
+def head_down(torso: torch.Tensor, margin: float = 0.25) -> torch.Tensor:
+    """Whether torsos ``(..., 2, 2)`` (hip centre, shoulder centre, image pixels, ``y`` down)
+    stand on their heads: the shoulder centre lower in the image than the hip centre by more
+    than ``margin`` torso lengths. ``(...)`` bool. A person upright, bent or lying is not; a
+    skeleton read upside down from someone's legs is."""
+    drop = torso[..., 1, 1] - torso[..., 0, 1]
+    length = torch.linalg.vector_norm(torso[..., 1, :] - torso[..., 0, :], dim=-1)
+    return drop > margin * length

@@ -37,10 +37,14 @@ from .geometry import (
     decode_detections,
     decode_landmarks,
     detection_to_image,
+    head_down,
     letterbox_roi,
     one_euro_step,
     roi_matrix,
+    split_torso,
     ssd_anchors,
+    tile_rois,
+    torso_distance,
     weighted_nms,
 )
 from .networks import load_blazepose_networks
@@ -50,6 +54,7 @@ __all__ = [
     "BlazePoseTracker",
     "check_frame_size",
     "crop_rois",
+    "detect_people",
     "detect_rois",
     "image_people",
     "landmarks_in_rois",
@@ -182,6 +187,58 @@ def detect_rois(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_pe
     return c, s, r, valid
 
 
+def detect_people(bp: BlazePose, images: torch.Tensor, sizes: torch.Tensor, max_people: int,
+                  tiles: bool = True) -> dict[str, torch.Tensor]:  # fmt: skip
+    """The detector on each whole frame of ``images (B, H, W, 3)`` and, with ``tiles``, on the
+    overlapping squares of a tall or wide frame (:func:`~.geometry.tile_rois`), all crops in
+    one batch: up to ``max_people`` detections per crop, those of one person in several crops
+    kept once (the best scored of those whose torsos lie within half a torso length,
+    :func:`~.geometry.torso_distance`).
+
+    Returns per frame ``D = max_people * crops`` rows, best scored first: ``center (B, D,
+    2)``, ``side``, ``rotation``, ``score`` ``(B, D)`` (the ROI as :func:`detect_rois`),
+    ``torso (B, D, 2, 2)`` (hip centre and shoulder centre, the detector's keypoints 0 and 2,
+    pixels) and ``valid (B, D)``.
+    """
+    dev = images.device
+    rois, owner = [], []
+    for b, (w, h) in enumerate(sizes.tolist()):  # a few crops per frame (host geometry)
+        whole = torch.tensor([[w / 2, h / 2, float(max(w, h))]])
+        crops = torch.cat([whole, tile_rois((w, h)) if tiles else whole[:0]])
+        rois.append(crops)
+        owner += [b] * len(crops)
+    R = max(len(r) for r in rois)
+    roi = torch.cat(rois).to(dev)
+    fi = torch.tensor(owner, device=dev)
+    zero = torch.zeros(len(roi), device=dev)
+    M = roi_matrix(roi[:, :2], roi[:, 2], zero, DETECTOR_SIZE)
+    x = crop_rois(images, M, DETECTOR_SIZE, fi, sizes, "constant")
+    raw, logits = bp.detector(x.float().mul_(2 / 255).sub_(1.0))
+    boxes, kps, scores = decode_detections(raw, logits, bp.anchors)
+    _, kps, score, ok = weighted_nms(boxes, kps, scores, max_people, bp.nms_iou, bp.min_detection)
+    kps = (kps - 0.5) * roi[:, None, None, 2:] + roi[:, None, None, :2]  # crop -> frame pixels
+    c, s, r = alignment_roi(kps[:, :, 0], kps[:, :, 1], bp.roi_scale)
+    # crops of one frame side by side: (B, R * N), padded with invalid rows
+    B, N = len(sizes), max_people
+    pos = torch.cat([torch.arange(len(rr)) for rr in rois]).to(dev)
+    out = {"center": c.new_zeros(B, R, N, 2), "side": s.new_zeros(B, R, N),
+           "rotation": r.new_zeros(B, R, N), "score": score.new_zeros(B, R, N),
+           "torso": kps.new_zeros(B, R, N, 2, 2), "valid": ok.new_zeros(B, R, N)}  # fmt: skip
+    for k, v in (("center", c), ("side", s), ("rotation", r), ("score", score),
+                 ("torso", kps[:, :, [0, 2]]), ("valid", ok)):  # fmt: skip
+        out[k][fi, pos] = v
+    out = {k: v.flatten(1, 2) for k, v in out.items()}
+    order = torch.where(out["valid"], out["score"], -1.0).argsort(-1, descending=True)
+    out = {k: v.gather(1, order.view(*order.shape, *[1] * (v.dim() - 2)).expand_as(v))
+           for k, v in out.items()}  # fmt: skip
+    # one person seen in several crops: a row within half a torso of a better one is dropped
+    near = torso_distance(out["torso"][:, :, None], out["torso"][:, None]) < 0.5  # (B, D, D)
+    pair = out["valid"][:, :, None] & out["valid"][:, None]
+    better = torch.ones_like(near[0]).tril(-1)  # row i, column j < i: j scored better
+    out["valid"] = out["valid"] & ~(near & pair & better).any(-1)
+    return out
+
+
 def landmarks_in_rois(bp, images, frame_index, center, side, rotation,
                       sizes=None) -> dict[str, torch.Tensor]:  # fmt: skip
     """The landmark network on ``K`` ROIs (``center (K, 2)``, ``side (K,)``, ``rotation
@@ -242,17 +299,51 @@ class BlazePoseTracker:
     """Video mode over ``streams`` videos at once; call :meth:`step` with one frame of each.
 
     Person ``j`` of a stream keeps slot ``j`` (its track id) while it is tracked; its next
-    ROI comes from its auxiliary landmarks. A stream runs the detector while it tracks fewer
-    than ``max_people`` people (as MediaPipe's ``PoseLandmarker`` in video mode: with one
-    person, when it tracks nobody), so that a person who comes into view, or who was hidden
-    when tracking began, is found; a new detection whose centre lies within a quarter side of
-    a tracked person's ROI is the same person and is dropped.
+    ROI comes from its auxiliary landmarks.
+
+    With ``find_everyone`` off (the default for ``max_people=1``: MediaPipe's
+    ``PoseLandmarker`` in video mode) a stream runs the detector on the whole frame while it
+    tracks fewer than ``max_people`` people, and a new detection whose centre lies within a
+    quarter side of a tracked person's ROI is the same person and is dropped.
+
+    With ``find_everyone`` (the default for ``max_people > 1``) the tracker looks for everyone
+    and keeps them apart:
+
+    - the detector runs on the whole frame and its overlapping squares
+      (:func:`detect_people`) every ``detect_every`` frames, while fewer than ``max_people``
+      are tracked, and on the frame after a tracked person's pose flag fell under
+      ``recheck_presence``, its ROI jumped (its centre by more than half its side, or its side
+      by a factor 1.5), or a track was dropped;
+    - detections are matched to tracks by their hip and shoulder centres against each track's
+      predicted by its motion (:func:`~.geometry.torso_distance` under 0.5, cheapest first): a
+      detection on a tracked person is no new track;
+    - a track whose hip centre lies on one detection and shoulder centre on another
+      (:func:`~.geometry.split_torso`: a skeleton merged from two people) is dropped, and the
+      people are taken from the detections again;
+    - two tracks on one person (torsos within 0.3 torso lengths, or hip centres within 0.25)
+      are merged: the one that was
+      there stays (the other moved further from where its motion predicted it: it slid over
+      from someone else), a new track before an older one;
+    - a track whose hip and shoulder centres lie within ``min_trunk`` times its ROI's side, or
+      whose shoulders lie below its hips (:func:`~.geometry.head_down`: a skeleton read from
+      someone's legs or arm; people's trunks measure about a fifth of the side), is dropped,
+      and a head-down detection starts no track;
+    - a new person takes the free slot whose last position, carried on by its motion, is
+      nearest (within ``recall_frames``), so an identity lost while people cross comes back.
+
+    The rules are batched over streams and people; the matching loops over the few detections
+    and tracks of a stream that ran the detector (at most ``max_people`` times the crops).
     """
 
     def __init__(self, bp: BlazePose, streams: int, max_people: int = 1, smooth: bool = True,
-                 fps: float = 30.0) -> None:  # fmt: skip
+                 fps: float = 30.0, find_everyone: bool | None = None, detect_every: int = 10,
+                 recheck_presence: float = 0.8, recall_frames: int = 30,
+                 min_trunk: float = 0.15) -> None:  # fmt: skip
         self.bp, self.S, self.N = bp, streams, max_people
         self.smooth, self.fps = smooth, fps
+        self.everyone = max_people > 1 if find_everyone is None else find_everyone
+        self.detect_every, self.recheck = detect_every, recheck_presence
+        self.recall_frames, self.min_trunk = recall_frames, min_trunk
         dev = bp.device
         # the smoothing filters' state per slot (MediaPipe's pose_landmark_filtering)
         self.started = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
@@ -266,6 +357,14 @@ class BlazePoseTracker:
         self.live = torch.zeros(streams, max_people, dtype=torch.bool, device=dev)
         self.redetect = torch.ones(streams, dtype=torch.bool)
         self.detections = 0
+        # find_everyone: each slot's torso (hip, shoulder centres), its motion per frame, the
+        # frame it was last seen and the frame its identity began
+        self.torso = torch.zeros(streams, max_people, 2, 2, device=dev)
+        self.motion = torch.zeros(streams, max_people, 2, 2, device=dev)
+        self.seen = torch.full((streams, max_people), -(10**9), dtype=torch.long, device=dev)
+        self.birth = torch.zeros(streams, max_people, dtype=torch.long, device=dev)
+        self.frame = 0
+        self.dropped = {"merged skeleton": 0, "same person": 0, "no trunk": 0}
 
     def _detect(self, images: torch.Tensor, sizes: torch.Tensor) -> None:
         need = self.redetect.nonzero().flatten()
@@ -273,6 +372,9 @@ class BlazePoseTracker:
             return
         self.detections += len(need)
         idx = need.to(images.device)
+        if self.everyone:
+            self._find_everyone(detect_people(self.bp, images[idx], sizes[idx], self.N), need)
+            return
         c, s, r, ok = detect_rois(self.bp, images[idx], sizes[idx], self.N)
         for k, st in enumerate(need.tolist()):  # per re-detecting stream: fill free slots
             for j in ok[k].nonzero().flatten().tolist():
@@ -281,9 +383,57 @@ class BlazePoseTracker:
                 if (live & (d < self.side[st] / 4)).any() or live.all():
                     continue
                 slot = int((~live).nonzero()[0])
-                self.center[st, slot], self.side[st, slot] = c[k, j], s[k, j]
-                self.rotation[st, slot], self.live[st, slot] = r[k, j], True
-                self.started[st, slot] = False  # a new person: its filters restart
+                self._start(st, slot, c[k, j], s[k, j], r[k, j])
+
+    def _start(self, st: int, slot: int, center, side, rotation) -> None:
+        self.center[st, slot], self.side[st, slot] = center, side
+        self.rotation[st, slot], self.live[st, slot] = rotation, True
+        self.started[st, slot] = False  # a new person: its filters restart
+
+    def _find_everyone(self, det: dict[str, torch.Tensor], streams: torch.Tensor) -> None:
+        """Match the detections ``det`` (:func:`detect_people`, rows per stream of
+        ``streams``) to the tracks, drop merged skeletons, start the unmatched people."""
+        st = streams.to(self.live.device)
+        det = {**det, "valid": det["valid"] & ~head_down(det["torso"])}  # read from legs
+        gap = (self.frame - self.seen[st]).clamp_min(0).to(self.torso.dtype)
+        pred = self.torso[st] + self.motion[st] * gap[..., None, None]  # (S', N, 2, 2)
+        torsos = torch.where(det["valid"][..., None, None], det["torso"], float("nan"))
+        merged = split_torso(pred, torsos.unsqueeze(1)) & self.live[st]  # (S', N)
+        cost = torso_distance(pred[:, None], det["torso"][:, :, None])  # (S', D, N)
+        cost = torch.where(det["valid"][..., None], cost, float("inf")).cpu()
+        merged_host, live, free_cost = merged.cpu(), self.live[st].cpu(), cost.clone()
+        for k, s in enumerate(streams.tolist()):  # per re-detecting stream: a few rows each
+            for j in merged_host[k].nonzero().flatten().tolist():
+                self.live[s, j] = False
+                self.dropped["merged skeleton"] += 1
+            on = live[k] & ~merged_host[k]
+            c = torch.where(on[None], cost[k], float("inf"))
+            taken = torch.zeros(c.shape[0], dtype=torch.bool)
+            while True:  # cheapest pair first: a detection on a tracked person is no new track
+                v, flat = c.min(), c.argmin()
+                if not v < 0.5:
+                    break
+                d, j = divmod(int(flat), c.shape[1])
+                taken[d] = True
+                c[d, :], c[:, j] = float("inf"), float("inf")
+            rows = (det["valid"][k].cpu() & ~taken).nonzero().flatten()
+            order = det["side"][k, rows.to(det["side"].device)].cpu().argsort(descending=True)
+            for d in rows[order].tolist():  # the nearest people first
+                free = ~self.live[s].cpu()
+                if not free.any():
+                    break
+                # the free slot whose last torso, carried on, is nearest (recent ones only)
+                recent = free & (self.frame - self.seen[s].cpu() <= self.recall_frames)
+                near = torch.where(recent, free_cost[k, d], float("inf"))
+                if near.min() < 1.0:  # a recent identity back
+                    slot = int(near.argmin())
+                else:  # a new identity, in the slot free longest
+                    slot = int(torch.where(free, self.seen[s].cpu(), 2**62).argmin())
+                    self.birth[s, slot] = self.frame
+                self._start(s, slot, det["center"][k, d], det["side"][k, d],
+                            det["rotation"][k, d])  # fmt: skip
+                self.torso[s, slot] = det["torso"][k, d]
+                self.motion[s, slot] = 0.0
 
     def _smoothed(self, out: dict, st: torch.Tensor, slot: torch.Tensor) -> dict:
         """MediaPipe's landmark smoothing (``pose_landmark_filtering``) of the people tracked
@@ -332,6 +482,7 @@ class BlazePoseTracker:
         st, slot = self.live.nonzero(as_tuple=True)
         if len(st) == 0:
             self.redetect[:] = True
+            self.frame += 1
             return {k: torch.zeros(shape) for k, shape in _EMPTY.items()}, st, slot
         out = landmarks_in_rois(self.bp, images, st, self.center[st, slot], self.side[st, slot],
                                 self.rotation[st, slot], sizes)  # fmt: skip
@@ -339,8 +490,56 @@ class BlazePoseTracker:
         if self.smooth:
             out = self._smoothed(out, st, slot)
         c, s, r = alignment_roi(out["xy"][:, 33], out["xy"][:, 34], self.bp.roi_scale)
+        alarm = torch.zeros(self.S, dtype=torch.bool, device=keep.device)
+        if self.everyone:
+            keep, alarm = self._keep_apart(out, st, slot, keep, c, s)
         self.center[st, slot], self.side[st, slot], self.rotation[st, slot] = c, s, r
         self.live[st, slot] = keep
         self.started[st, slot] = keep  # a lost person's filters restart
         self.redetect = (self.live.sum(1) < self.N).cpu()
+        self.frame += 1
+        if self.everyone:
+            self.redetect |= alarm.cpu() | (self.frame % self.detect_every == 0)
         return {k: v[keep] for k, v in out.items()}, st[keep], slot[keep]
+
+    def _keep_apart(self, out, st, slot, keep, center, side) -> tuple[torch.Tensor, ...]:
+        """find_everyone after a landmark pass over the tracked people ``(st, slot)``: their
+        torsos and motion recorded, two tracks on one person merged (the one that slid there
+        dropped), skeletons without a trunk dropped, and per stream whether to run the detector
+        next frame (a pose flag under ``recheck_presence``, a jumped ROI or a dropped track).
+        Returns the people kept and that ``(S,)`` alarm."""
+        xy = out["xy"]
+        torso = torch.stack([xy[:, [23, 24]].mean(1), xy[:, [11, 12]].mean(1)], 1)  # (K, 2, 2)
+        gap = (self.frame - self.seen[st, slot]).clamp_min(1).to(torso.dtype)
+        was = self.started[st, slot]
+        expected = self.torso[st, slot] + self.motion[st, slot] * gap[:, None, None]
+        moved = torch.where(was, torso_distance(torso, expected), float("inf"))
+        step = (torso - self.torso[st, slot]) / gap[:, None, None]
+        # two kept tracks of one stream on one person: the one that slid there goes (the one
+        # further from where its motion predicted it; a new one before an older one)
+        same = (st[:, None] == st[None]) & keep[:, None] & keep[None]
+        length = torch.linalg.vector_norm(torso[:, 1] - torso[:, 0], dim=-1)
+        hips = torch.cdist(torso[:, 0], torso[:, 0]) / torch.maximum(length[:, None], length)
+        same &= (torso_distance(torso[:, None], torso[None]) < 0.3) | (hips < 0.25)
+        b = self.birth[st, slot]
+        order = (b[:, None] > b[None]) | ((b[:, None] == b[None]) & (slot[:, None] > slot[None]))
+        slid = (moved[:, None] > moved[None]) | ((moved[:, None] == moved[None]) & order)
+        dup = (same & slid).any(1)
+        self.dropped["same person"] += int((dup & keep).sum())
+        # a skeleton without a trunk (a detection on legs or an arm: people's torsos are about
+        # a fifth of their region's side) goes too
+        trunkless = keep & ~dup & ((length < self.min_trunk * side) | head_down(torso))
+        self.dropped["no trunk"] += int(trunkless.sum())
+        dup |= trunkless
+        keep = keep & ~dup
+        on = ~dup[:, None, None]  # a dropped duplicate's slot remembers where it was
+        self.motion[st, slot] = torch.where(on & was[:, None, None], step, self.motion[st, slot])
+        self.torso[st, slot] = torch.where(on, torso, self.torso[st, slot])
+        self.seen[st[keep], slot[keep]] = self.frame
+        moved = torch.linalg.vector_norm(center - self.center[st, slot], dim=-1)
+        ratio = side / self.side[st, slot].clamp_min(1e-6)
+        jump = was & ((moved > 0.5 * self.side[st, slot]) | (ratio > 1.5) | (ratio < 1 / 1.5))
+        bad = (out["flag"] < self.recheck) | jump | ~keep
+        alarm = torch.zeros(self.S, dtype=torch.bool, device=keep.device)
+        alarm[st[bad]] = True
+        return keep, alarm

@@ -209,7 +209,12 @@ class _Lines:
         raise self.error(f"unexpected end of file, expected {what}")
 
 
-def _floats(lines: _Lines, toks: list[str], n: int, what: str) -> np.ndarray:
+MAX_VALUE = 1e7
+"""The largest magnitude of a BVH number (an offset, a position or an angle): beyond it a
+position would overflow the forward kinematics (a root at 1e308 gives an infinite pose)."""
+
+
+def _floats(lines: _Lines, toks: list[str], n: int, what: str, bounded: bool = True) -> np.ndarray:
     if len(toks) != n:
         raise lines.error(f"{what} needs {n} numbers, got {len(toks)}: {_shown(toks)}")
     try:
@@ -218,6 +223,9 @@ def _floats(lines: _Lines, toks: list[str], n: int, what: str) -> np.ndarray:
         raise lines.error(f"{what} has a value that is not a number: {_shown(toks)}") from None
     if not np.isfinite(vals).all():
         raise lines.error(f"{what} has a non-finite value: {_shown(toks)}")
+    if bounded and (np.abs(vals) > MAX_VALUE).any():
+        raise lines.error(f"{what} has a value beyond +-1e7 (no length or angle of a "
+                          f"motion is that large): {_shown(toks)}")  # fmt: skip
     return vals
 
 
@@ -319,7 +327,7 @@ def _frame_time(lines: _Lines) -> float:
     toks = lines.next("Frame Time:")
     if toks[:2] != ["Frame", "Time:"] or len(toks) != 3:
         raise lines.error(f"expected 'Frame Time: <seconds>', got {_shown(toks)}")
-    frame_time = float(_floats(lines, toks[2:], 1, "Frame Time")[0])
+    frame_time = float(_floats(lines, toks[2:], 1, "Frame Time", bounded=False)[0])
     if not 1e-6 <= frame_time <= MAX_FRAME_TIME:
         raise lines.error(
             f"Frame Time must be positive, between 1e-6 and {MAX_FRAME_TIME:g} seconds, "
@@ -356,7 +364,8 @@ def parse_bvh(text: str, path: str = "<string>") -> Motion:
 
     Besides syntax, rejected: a channel listed twice by one joint, a joint name used twice
     (or equal to an end site's ``<parent>_End``), a ``Frame Time`` outside 1e-6 to 60 seconds,
-    non-finite numbers. Hierarchies of any depth parse (no recursion).
+    non-finite numbers and numbers beyond :data:`MAX_VALUE` (each naming the line and the
+    frame). Hierarchies of any depth parse (no recursion).
     """
     lines = _Lines(path, text)
     if lines.next("HIERARCHY") != ["HIERARCHY"]:

@@ -642,12 +642,15 @@ def write_openpose(
     layout: str | None = None,
     identities: bool = False,
     fps: float | None = None,
+    times_s: Sequence[float] | None = None,
 ) -> list[Path]:
     """Write tracks as OpenPose per-frame JSON (one file per frame, people in track order;
     ``person_id = [track]`` with ``identities`` (the tracks are people followed over time, and
     :func:`read_openpose_files` reads them back as such), else OpenPose's ``[-1]``; the
     ``layout``, when given, as ``keypoint_layout``: the readers take it over detecting one;
-    ``fps``, when known: ``triangulate``, ``lift`` and ``smooth`` take it without ``--fps``).
+    ``fps``, when known: ``triangulate``, ``lift`` and ``smooth`` take it without ``--fps``;
+    ``times_s``, each frame's time stamp in seconds as ``time_s``: a video's, whose frame rate
+    may vary).
 
     A track is written in a frame when any of its confidences there is finite and > 0. NaN
     coordinates are written as 0 and NaN confidences as 0 (OpenPose's "not detected"), so a
@@ -690,7 +693,9 @@ def write_openpose(
         path = folder / names[t]
         with open(path, "w", encoding="utf-8") as f:
             head = ({"version": 1.3} | ({"keypoint_layout": layout} if layout else {})
-                    | ({"fps": float(fps)} if fps is not None else {}))  # fmt: skip
+                    | ({"fps": float(fps)} if fps is not None else {})
+                    | ({"time_s": round(float(times_s[t]), 6)} if times_s is not None
+                       else {}))  # fmt: skip
             json.dump(head | {"people": people}, f)
         paths.append(path)
     return paths

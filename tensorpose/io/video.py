@@ -29,6 +29,7 @@ os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "IRREGULAR",
     "MAX_IMAGE_PIXELS",
     "MAX_VIDEO_FRAMES",
     "MAX_VIDEO_PIXELS",
@@ -38,6 +39,7 @@ __all__ = [
     "OpenedVideo",
     "VideoWriter",
     "count_frames",
+    "frame_rate_spread",
     "image_header_size",
     "image_ids_from_names",
     "is_video",
@@ -172,13 +174,35 @@ def read_image(path: str | Path, expected_size: tuple[int, int] | None = None,
 @dataclass
 class FrameBatch:
     """Decoded frames: ``images`` ``(H, W, 3)`` uint8 RGB each, their ``names`` (image file
-    names, or the video stem), ``frame_index`` (0 for images, the frame number in a video) and
-    COCO ``image_ids``."""
+    names, or the video stem), ``frame_index`` (0 for images, the frame number in a video),
+    COCO ``image_ids`` and, from a video, each frame's ``times_s`` (its time stamp in the
+    container, seconds)."""
 
     images: list[np.ndarray]
     names: list[str]
     frame_index: list[int]
     image_ids: list[int]
+    times_s: list[float] | None = None
+
+
+IRREGULAR = 0.1
+"""A video's frame rate is variable (:func:`frame_rate_spread`) when its frame intervals span
+more than this share of their median."""
+
+
+def frame_rate_spread(times_s: Sequence[float]) -> dict | None:
+    """The spread of a video's frame intervals from its frames' time stamps ``times_s`` (``N``
+    seconds): ``None`` when they are regular (every interval within :data:`IRREGULAR` of the
+    median) or too few, else ``{"min_ms", "median_ms", "max_ms", "fps"}`` (``fps``: from the
+    median interval)."""
+    dt = np.diff(np.asarray(times_s, dtype=np.float64)) * 1000.0
+    if len(dt) < 2 or not np.isfinite(dt).all():
+        return None
+    med = float(np.median(dt))
+    if med <= 0 or float(dt.max() - dt.min()) <= IRREGULAR * med:
+        return None
+    return {"min_ms": float(dt.min()), "median_ms": med, "max_ms": float(dt.max()),
+            "fps": 1000.0 / med}  # fmt: skip
 
 
 def list_images(folder: str | Path) -> list[Path]:
@@ -341,16 +365,18 @@ def _video_batches(path: Path, batch_size: int,
     t = 0
     try:
         while True:
-            frames = []
+            frames, times = [], []
             while len(frames) < batch_size:
                 ok, frame = cap.read()
                 if not ok:
                     break
                 frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+                times.append(cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0)  # this frame's time stamp
             if not frames:
                 break
             n = len(frames)
-            yield FrameBatch(frames, [path.stem] * n, list(range(t, t + n)), list(range(t, t + n)))
+            yield FrameBatch(frames, [path.stem] * n, list(range(t, t + n)), list(range(t, t + n)),
+                             times)  # fmt: skip
             t += n
             if n < batch_size:
                 break

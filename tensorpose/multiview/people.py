@@ -11,6 +11,8 @@ hold through occlusions of up to ``max_gap`` frames.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -131,91 +133,189 @@ def link_people(centre: np.ndarray, max_gap: int = 30, gate_m: float = 0.5) -> n
 KEYS = ("points", "errors", "mean_error", "used", "valid", "person", "swapped")
 """The per-frame arrays of a person's :class:`~tensorpose.multiview.triangulate.Triangulation`."""
 
+ROWS_BUDGET = 1 << 30
+"""Bytes of per-track rows :class:`TrackStore` holds in one pass over a recording; beyond it the
+rows are dropped and the people kept are triangulated again in a second pass, which holds only
+theirs (:func:`_track_rows`)."""
 
-class _TrackRows:
-    """Every track's rows written straight into its own full-length arrays (``np.empty``: the
-    pages of frames a track never has are never touched, so memory grows with the rows of the
-    people actually found, not with frames x tracks, and nothing is held twice)."""
+ASSOCIATION_BUDGET = 1 << 30
+"""Bytes the association of one batch of frames may take (:func:`_batch_frames`): a crowd is
+associated a few frames at a time."""
 
-    def __init__(self, T: int) -> None:
-        self.T = T
-        self.arrays: list[dict[str, np.ndarray]] = []
-        self.present: list[np.ndarray] = []  # per track, the frames it has (T,) bool
+_PAIR_BYTES = 6_000
+"""Measured bytes of association work per frame, pair of cameras and pair of people (four
+cameras: 16 people 9.5 MB per frame, 32 people 31 MB, 60 people 90 MB)."""
+
+
+def _batch_frames(frames: list[list[np.ndarray]], chunk_frames: int) -> int:
+    """Frames associated at once so that the work of the most crowded frame of ``frames`` (per
+    camera, per frame ``(P, K, 3)``) stays within :data:`ASSOCIATION_BUDGET`."""
+    C = len(frames)
+    most = max((len(p) for cam in frames for p in cam), default=0)
+    per_frame = _PAIR_BYTES * max(most, 1) ** 2 * max(C * (C - 1) // 2, 1)
+    return max(1, min(chunk_frames, ASSOCIATION_BUDGET // per_frame))
+
+
+class TrackStore:
+    """The rows of every track, held only for the frames the track was seen (memory grows with
+    the people found, not with frames x tracks), and per track the figures that rank it:
+    valid joint-frames, frames with a valid joint, frames each camera sees it (:func:`seen_by`)
+    and its centre in each frame seen.
+
+    ``only``: hold the rows of these tracks alone (a second pass). Past ``budget`` bytes of rows
+    (default :data:`ROWS_BUDGET`) the rows are dropped (:attr:`dropped`); the figures are
+    always complete.
+    """
+
+    def __init__(self, T: int, only: set[int] | None = None, budget: float | None = None) -> None:
+        self.T, self.only = T, only
+        self.budget = ROWS_BUDGET if budget is None else budget
+        self.rows: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
+        self.centre: list[list[np.ndarray]] = []  # per track, (n, 3) per chunk
         self.valid = np.zeros(0, dtype=np.int64)  # valid joint-frames per track
         self.frames = np.zeros(0, dtype=np.int64)  # frames with a valid joint per track
+        self.per_camera = np.zeros((0, 0), dtype=np.int64)  # (tracks, C) frames seen
+        self.nbytes, self.dropped = 0, False
 
     def add(self, start: int, track: np.ndarray, slots: dict[str, np.ndarray]) -> None:
         """``track (M, T)`` of the chunk's slots ``slots[key] (M, T, ...)`` from frame
         ``start``."""
         m, t = np.nonzero(track >= 0)
         ids = track[m, t]
-        n = int(track.max(initial=-1)) + 1
-        for _ in range(len(self.arrays), n):  # the tracks that start in this chunk
-            self.arrays.append({key: np.empty((self.T, *slots[key].shape[2:]), slots[key].dtype)
-                                for key in KEYS})  # fmt: skip
-            self.present.append(np.zeros(self.T, dtype=bool))
-        for k in np.unique(ids).tolist():  # the handful of tracks in this chunk
-            mine = ids == k
-            frames = start + t[mine]
-            for key, a in self.arrays[k].items():  # the handful of result arrays
-                a[frames] = slots[key][m[mine], t[mine]]
-            self.present[k][frames] = True
-        valid = slots["valid"][m, t]
-        grow = max(n - len(self.valid), 0)
+        n = max(int(track.max(initial=-1)) + 1, len(self.valid))
+        grow = n - len(self.valid)
+        C = slots["person"].shape[-1]
+        valid = slots["valid"][m, t]  # (rows, J)
+        sees = (slots["used"][m, t] & valid[..., None]).any(-2) & (slots["person"][m, t] >= 0)
         self.valid = np.concatenate([self.valid, np.zeros(grow, np.int64)])
         self.frames = np.concatenate([self.frames, np.zeros(grow, np.int64)])
-        self.valid += np.bincount(ids, valid.sum(-1), len(self.valid)).astype(np.int64)
-        self.frames += np.bincount(ids, valid.any(-1), len(self.frames)).astype(np.int64)
+        self.per_camera = np.concatenate([self.per_camera.reshape(-1, C),
+                                          np.zeros((grow, C), np.int64)])  # fmt: skip
+        self.centre += [[] for _ in range(grow)]
+        self.valid += np.bincount(ids, valid.sum(-1), n).astype(np.int64)
+        self.frames += np.bincount(ids, valid.any(-1), n).astype(np.int64)
+        for c in range(C):  # a handful of cameras
+            self.per_camera[:, c] += np.bincount(ids, sees[:, c], n).astype(np.int64)
+        here = centres(slots["points"][m, t], valid)  # (rows, 3)
+        order = np.argsort(ids, kind="stable")  # rows grouped by track, in time order
+        bounds = np.searchsorted(ids[order], np.arange(n + 1))
+        for k in np.flatnonzero(np.diff(bounds)).tolist():  # the tracks seen in this chunk
+            rows = order[bounds[k] : bounds[k + 1]]
+            self.centre[k].append(here[rows])
+            if self.dropped or (self.only is not None and k not in self.only):
+                continue
+            part = {key: slots[key][m[rows], t[rows]] for key in KEYS}
+            self.rows.setdefault(k, []).append((start + t[rows], part))
+            self.nbytes += sum(a.nbytes for a in part.values())
+        if self.nbytes > self.budget:  # too many rows: the second pass holds the kept ones
+            self.rows, self.nbytes, self.dropped = {}, 0, True
 
-    def tracks(self, keep: list[int]) -> list[dict[str, np.ndarray]]:
-        """The arrays of the tracks ``keep`` over all frames (NaN, False or -1 where a track is
-        absent)."""
-        for k in keep:  # the handful of people kept
-            absent = ~self.present[k]
-            for a in self.arrays[k].values():  # the handful of result arrays
-                a[absent] = {"b": False, "i": -1}.get(a.dtype.kind, np.nan)
-        return [self.arrays[k] for k in keep]
+    def seen(self, k: int) -> dict:
+        """:func:`seen_by`'s figures of track ``k``."""
+        frames, per = int(self.frames[k]), self.per_camera[k]
+        steady = per >= max(STEADY * frames, 1)
+        return {"frames": frames, "per_camera": per.tolist(), "camera_frames": int(per.sum()),
+                "steady_camera_frames": int(per[steady].sum())}  # fmt: skip
+
+    def centre_m(self, k: int) -> list[float]:
+        """The median over frames of track ``k``'s centre (NaN: never a valid joint)."""
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmedian(np.concatenate(self.centre[k]), 0).tolist()
+
+    def track(self, k: int, J: int, C: int) -> dict[str, np.ndarray]:
+        """Track ``k``'s arrays over every frame (NaN, False or -1 where it is absent)."""
+        parts = self.rows.get(k, [])
+        shapes = {"points": (J, 3), "errors": (J, C), "mean_error": (J,), "used": (J, C),
+                  "valid": (J,), "person": (C,), "swapped": (C,)}  # fmt: skip
+        dtypes = {"points": np.float64, "errors": np.float64, "mean_error": np.float64,
+                  "used": bool, "valid": bool, "person": np.int64, "swapped": bool}  # fmt: skip
+        out = {}
+        for key in KEYS:  # the handful of result arrays
+            dtype = parts[0][1][key].dtype if parts else np.dtype(dtypes[key])
+            fill = {"b": False, "i": -1}.get(dtype.kind, np.nan)
+            a = np.full((self.T, *shapes[key]), fill, dtype)
+            for frames, part in parts:  # the chunks the track was seen in
+                a[frames] = part[key]
+            out[key] = a
+        return out
+
+    @staticmethod
+    def dense_bytes(J: int, C: int) -> int:
+        """Bytes of one track's arrays per frame (:meth:`track`)."""
+        return J * 3 * 8 + J * C * 8 + J * 8 + J * C + J + C * 8 + C
 
 
 def split_tracks(slots: dict[str, np.ndarray], track: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Per track, the arrays ``slots[key] (M, T, ...)`` of its slot in each frame (NaN, False
     or -1 where the track has no person)."""
-    rows = _TrackRows(track.shape[1])
-    rows.add(0, track, slots)
-    return rows.tracks(list(range(len(rows.valid))))
+    store = TrackStore(track.shape[1], budget=np.inf)
+    store.add(0, track, slots)
+    J, C = slots["valid"].shape[-1], slots["person"].shape[-1]
+    return [store.track(k, J, C) for k in range(len(store.valid))]
 
 
 def _link_recording(cameras: Cameras | Recording, *, min_confidence: float,
                     max_reprojection_px: float, association_px: float, drop: str,
                     max_gap: int, gate_m: float, device, chunk_frames: int,
-                    agreement: CameraAgreement | None,
-                    fix_swaps: bool = False) -> _TrackRows:  # fmt: skip
+                    agreement: CameraAgreement | None, fix_swaps: bool = False,
+                    most_at_once: int | None = None, only: set[int] | None = None,
+                    budget: float | None = None) -> TrackStore:  # fmt: skip
     """Every person of ``cameras`` associated, triangulated and linked over time, a chunk of
-    frames at a time: the rows of every track (``fix_swaps``: each person's left and right
-    made consistent across cameras first, :mod:`tensorpose.multiview.swaps`)."""
+    frames at a time (a crowded chunk in smaller batches, :func:`_batch_frames`): the rows and
+    figures of every track (:class:`TrackStore`; ``only``: the rows of those tracks alone).
+    ``fix_swaps``: each person's left and right made consistent across cameras first
+    (:mod:`tensorpose.multiview.swaps`). ``most_at_once``: more people than that in one frame
+    is an error naming ``--people auto`` and the frame."""
     check_options(min_confidence, max_reprojection_px, drop)
     check_chunk(chunk_frames)
     cal = cameras.calibration.to(device=device, dtype=torch.float64)
     T = cameras.frames
-    linker, rows = PeopleLinker(max_gap, gate_m), _TrackRows(T)
+    linker, store = PeopleLinker(max_gap, gate_m), TrackStore(T, only, budget)
     for start in range(0, T, chunk_frames):  # a chunk of frames at a time
         frames = cameras.read(start, min(start + chunk_frames, T))
-        packed = pack_keypoints(cameras, frames=frames)
-        flip = flip_index(cameras.layout_so_far()) if fix_swaps else None
-        res = triangulate_everyone([k.to(device) for k in packed], cal.K, cal.dist,
-                                   cal.R, cal.t, min_confidence=min_confidence,
-                                   max_error_px=max_reprojection_px,
-                                   association_px=association_px, drop=drop,
-                                   flip=flip)  # fmt: skip
+        n = len(frames[0])
+        step = _batch_frames(frames, chunk_frames)
+        for b in range(0, n, step):  # one batch, or a crowd a few frames at a time
+            batch = [f[b : b + step] for f in frames]
+            packed = pack_keypoints(cameras, frames=batch)
+            flip = flip_index(cameras.layout_so_far()) if fix_swaps else None
+            res = triangulate_everyone([k.to(device) for k in packed], cal.K, cal.dist,
+                                       cal.R, cal.t, min_confidence=min_confidence,
+                                       max_error_px=max_reprojection_px,
+                                       association_px=association_px, drop=drop,
+                                       flip=flip)  # fmt: skip
+            r = res.numpy().arrays()
+            r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
+            at_once = r["valid"].any(-1).sum(0)  # (T,) people per frame
+            if most_at_once is not None and at_once.max(initial=0) > most_at_once:
+                t = start + b + int(np.argmax(at_once > most_at_once))
+                raise InputError(f"--people auto: {int(at_once.max())} people at once in frame "
+                                 f"{t} of {cameras.folders[0].parent}, more than the "
+                                 f"{most_at_once} it tracks; pass --people N (at most "
+                                 f"{most_at_once}) to keep the N best seen")  # fmt: skip
+            track = linker.link(centres(r["points"], r["valid"]))
+            if agreement is not None:
+                agreement.add(packed, np.ascontiguousarray(r["points"].swapaxes(0, 1)),
+                              np.ascontiguousarray(r["valid"].swapaxes(0, 1)),
+                              track)  # fmt: skip
+            store.add(start + b, track, r)
         del frames
-        r = res.numpy().arrays()
-        r["points"] = np.where(r["valid"][..., None], r["points"], np.nan)
-        track = linker.link(centres(r["points"], r["valid"]))
-        if agreement is not None:
-            agreement.add(packed, np.ascontiguousarray(r["points"].swapaxes(0, 1)),
-                          np.ascontiguousarray(r["valid"].swapaxes(0, 1)), track)  # fmt: skip
-        rows.add(start, track, r)
-    return rows
+    return store
+
+
+def _rows_of(cameras: Cameras | Recording, store: TrackStore, keep: list[int],
+             options: dict) -> TrackStore:  # fmt: skip
+    """``store``, or where it dropped its rows (over :data:`ROWS_BUDGET`), a second pass over
+    the recording that holds the rows of the tracks ``keep`` alone (the same linking: the same
+    track numbers)."""
+    if not store.dropped:
+        return store
+    return _link_recording(cameras, **options, agreement=None, only=set(keep), budget=np.inf)
+
+
+DENSE_BUDGET = 1 << 30
+"""Bytes of the arrays of the people ``triangulate --people`` returns (every frame of each)."""
 
 
 def triangulate_cameras_people(
@@ -262,11 +362,11 @@ def triangulate_cameras_people(
             more than :data:`MAX_PEOPLE`.
     """
     T = cameras.frames
-    rows = _link_recording(cameras, min_confidence=min_confidence,
-                           max_reprojection_px=max_reprojection_px,
-                           association_px=association_px, drop=drop, max_gap=max_gap,
-                           gate_m=gate_m, device=device, chunk_frames=chunk_frames,
-                           agreement=agreement, fix_swaps=fix_swaps)  # fmt: skip
+    options = dict(min_confidence=min_confidence, max_reprojection_px=max_reprojection_px,
+                   association_px=association_px, drop=drop, max_gap=max_gap, gate_m=gate_m,
+                   device=device, chunk_frames=chunk_frames, fix_swaps=fix_swaps)  # fmt: skip
+    rows = _link_recording(cameras, **options, agreement=agreement,
+                           most_at_once=MAX_PEOPLE if people is None else None)  # fmt: skip
     order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if people is None:
         keep = [k for k in order if rows.frames[k] >= max(min_frames * T, 1)]
@@ -276,6 +376,13 @@ def triangulate_cameras_people(
     if people is not None and found < people:
         raise InputError(f"--people {people}: found only {found} people seen by two cameras "
                          f"or more in {cameras.folders[0].parent}")  # fmt: skip
+    if not keep and len(rows.valid):
+        longest = int(rows.frames.max())
+        raise InputError(f"--people auto: no person is present in {min_frames:.0%} of the "
+                         f"frames of {cameras.folders[0].parent} or more (the longest track "
+                         f"has {longest} of {T} frames: an identity restarts when its person "
+                         f"jumps or is unseen for over {max_gap} frames); pass --people N to "
+                         f"keep the N best seen")  # fmt: skip
     if not keep:
         raise InputError(f"--people auto: no person seen by two cameras or more in "
                          f"{cameras.folders[0].parent}")  # fmt: skip
@@ -283,7 +390,15 @@ def triangulate_cameras_people(
         raise InputError(f"--people auto found {len(keep)} people, more than {MAX_PEOPLE}: "
                          f"pass --people N")  # fmt: skip
     names = list(LAYOUTS[cameras.layout])
-    tris = [Triangulation(**arrays, names=names) for arrays in rows.tracks(keep)]
+    J, C = len(names), len(cameras.names)
+    need = len(keep) * T * TrackStore.dense_bytes(J, C)
+    if need > DENSE_BUDGET:
+        raise InputError(f"--people: {len(keep)} people over {T} frames need "
+                         f"{need / 2**30:.1f} GiB of results, over the "
+                         f"{DENSE_BUDGET / 2**30:g} GiB limit: keep fewer (--people N) or "
+                         f"triangulate the recording in parts")  # fmt: skip
+    rows = _rows_of(cameras, rows, keep, options)
+    tris = [Triangulation(**rows.track(k, J, C), names=names) for k in keep]
     if agreement is not None:
         agreement.keep = keep  # the tracks of ``tris``, in their order
     return tris
@@ -347,15 +462,14 @@ def triangulate_cameras_one(
     triangulation (every joint invalid) and no people. ``agreement`` then counts that person.
     """
     T = cameras.frames
-    rows = _link_recording(cameras, min_confidence=min_confidence,
-                           max_reprojection_px=max_reprojection_px,
-                           association_px=association_px, drop=drop, max_gap=max_gap,
-                           gate_m=gate_m, device=device, chunk_frames=chunk_frames,
-                           agreement=agreement, fix_swaps=fix_swaps)  # fmt: skip
+    options = dict(min_confidence=min_confidence, max_reprojection_px=max_reprojection_px,
+                   association_px=association_px, drop=drop, max_gap=max_gap, gate_m=gate_m,
+                   device=device, chunk_frames=chunk_frames, fix_swaps=fix_swaps)  # fmt: skip
+    rows = _link_recording(cameras, **options, agreement=agreement)
     names = list(LAYOUTS[cameras.layout])
+    J, C = len(names), len(cameras.names)
     order = sorted(range(len(rows.valid)), key=lambda k: -int(rows.valid[k]))
     if not order:
-        C, J = len(cameras.names), len(names)
         tri = Triangulation(np.full((T, J, 3), np.nan), np.full((T, J, C), np.nan),
                             np.zeros((T, J, C), bool), np.full((T, J), np.nan),
                             np.zeros((T, J), bool), np.full((T, C), -1), names,
@@ -363,15 +477,12 @@ def triangulate_cameras_one(
         if agreement is not None:
             agreement.keep = []
         return tri, [], -1
-    arrays = rows.tracks(order)  # every track's rows, best seen first
-    seen = [seen_by(a["person"], a["used"], a["valid"]) for a in arrays]
+    seen = [rows.seen(k) for k in order]  # every track, best seen first
     best = choose_person(seen)
     keep = [k for k in range(len(order))
             if rows.frames[order[k]] >= max(min_frames * T, 1) or k == best]  # fmt: skip
-    with np.errstate(all="ignore"):
-        people = [seen[k] | {"centre_m": np.nanmedian(centres(arrays[k]["points"],
-                                                             arrays[k]["valid"]), 0).tolist()}
-                  for k in keep]  # fmt: skip
+    people = [seen[k] | {"centre_m": rows.centre_m(order[k])} for k in keep]
     if agreement is not None:
         agreement.keep = [order[best]]
-    return Triangulation(**arrays[best], names=names), people, keep.index(best)
+    rows = _rows_of(cameras, rows, [order[best]], options)
+    return Triangulation(**rows.track(order[best], J, C), names=names), people, keep.index(best)

@@ -576,21 +576,28 @@ class CameraAgreement:
         :attr:`keep` (the best fit over the people kept in each frame: a camera that sees only
         some of the people, the others occluded, agrees on those it sees)."""
         used = np.concatenate([t.used[t.valid] for t in tris])  # (valid joint-frames, C)
-        parts = []
+        parts, everyone = [], []
         for best, track in zip(self.best, self.slots, strict=True):  # the chunks
-            if track is not None:  # only the people kept count
+            if track is not None:  # every person triangulated, and the people kept alone
+                everyone.append(_best_fit(best))
                 kept = torch.from_numpy(np.isin(track, self.keep).T)  # (T, N)
                 best = torch.where(kept, best, float("inf"))
-            best = best.amin(-1) if best.shape[-1] else best.new_full(best.shape[:2],
-                                                                      float("inf"))  # fmt: skip
-            parts.append(best)
+            parts.append(_best_fit(best))
         out = []
         for c in range(len(self.names)):  # per camera
             b = torch.cat([p[c][p[c].isfinite()] for p in parts])
             out.append({"camera": self.names[c], "folder": self.folders[c].name,
                         "median_px": float(b.quantile(0.5)) if b.numel() else None,
                         "used": float(used[:, c].mean()) if len(used) else 0.0})  # fmt: skip
+            if everyone:  # with tracks: how the camera agrees with every person triangulated
+                b = torch.cat([p[c][p[c].isfinite()] for p in everyone])
+                out[-1]["median_everyone_px"] = float(b.quantile(0.5)) if b.numel() else None
         return out
+
+
+def _best_fit(best: torch.Tensor) -> torch.Tensor:
+    """``(C, T)`` per camera and frame the best fit over the people of ``best (C, T, N)``."""
+    return best.amin(-1) if best.shape[-1] else best.new_full(best.shape[:2], float("inf"))
 
 
 def _pad_cameras(packed: list[torch.Tensor]) -> torch.Tensor:
@@ -609,13 +616,20 @@ def check_agreement(agreement: list[dict], tracks_dir, max_reprojection_px: floa
     person seen by two cameras, naming the tracks folder) or naming the cameras whose
     detections disagree with the others (see :data:`DISAGREE_FACTOR`), with every camera's
     median reprojection error: a calibration whose cameras do not match the folders (e.g. two
-    swapped)."""
+    swapped). A camera whose detections fit the people triangulated but not kept
+    (``median_everyone_px``) is not blamed: the people kept are out of its view or seen poorly
+    in it; its ``sees_only_others`` is then true."""
     if all(a["median_px"] is None for a in agreement):
         raise InputError(f"{tracks_dir}: no person is seen by two cameras or more (no joint "
                          "triangulated); check that the folders hold the same scene at the "
                          "same frames, or lower --min-confidence")  # fmt: skip
     limit = DISAGREE_FACTOR * max_reprojection_px
-    bad = [a for a in agreement if a["median_px"] is not None and a["median_px"] > limit]
+    for a in agreement:  # a camera that fits the people not kept sees others, not these
+        everyone = a.get("median_everyone_px")
+        far = a["median_px"] is None or a["median_px"] > limit
+        a["sees_only_others"] = bool(far and everyone is not None and everyone <= limit)
+    bad = [a for a in agreement if a["median_px"] is not None and a["median_px"] > limit
+           and not a["sees_only_others"]]  # fmt: skip
     if bad:
         each = ", ".join(f"{a['camera']} ({a['folder']}) "
                          + (f"{a['median_px']:.1f} px" if a["median_px"] is not None else "-")

@@ -82,7 +82,8 @@ def test_tracker_follows_and_batches_streams(bp, frames):
 
 
 def test_tracker_finds_a_person_who_comes_into_view(bp):
-    """With ``max_people=2`` a stream that tracks one person keeps running the detector (as
+    """With ``max_people=2`` and MediaPipe's rules (``find_everyone=False``) a stream that
+    tracks one person keeps running the detector (as
     MediaPipe's PoseLandmarker in video mode does while it tracks fewer than ``num_poses``):
     a second person who was hidden in the first frame is found in the next, with the landmarks
     image mode gives that person, and once both are tracked the detector rests."""
@@ -92,7 +93,7 @@ def test_tracker_finds_a_person_who_comes_into_view(bp):
     images, sizes = pad_frames([hidden, full], torch.device("cpu"))
     want = image_people(bp, images[1:], sizes[1:], max_people=2)[0]
     assert len(want["scores"]) == 2
-    tr = BlazePoseTracker(bp, streams=1, max_people=2, smooth=False)
+    tr = BlazePoseTracker(bp, streams=1, max_people=2, smooth=False, find_everyone=False)
     first = tr.step(images[:1], sizes[:1])[0]
     assert len(first["scores"]) == 1 and tr.detections == 1 and tr.redetect.all()
     second = tr.step(images[1:], sizes[1:])[0]

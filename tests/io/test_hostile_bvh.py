@@ -2,7 +2,10 @@
 either load (and give finite positions of the right shape) or raise BVHError naming the file;
 never another exception, a hang or a write."""
 
+import re
+
 import numpy as np
+import pytest
 import torch
 
 from tensorpose.io.bvh import BVHError, bundled_bvh, load_bvh
@@ -87,6 +90,9 @@ def structural_cases() -> list[tuple[str, bytes | None, str]]:
     ]
     for ft in ("0", "-0.04", "nan", "inf", "-inf", "1e308", "1e-300", "3601", "1e999"):
         error.append((f"Frame Time {ft}", edit("Frame Time: 0.04", f"Frame Time: {ft}")))
+    for value in ("1e308", "-1e8", "1e7000", "nan", "inf"):  # a root position, frame 1
+        error.append((f"root at {value}", edit("0 0 0 0 0 0 0 0 0", f"{value} 0 0 0 0 0 0 0 0")))
+    error.append(("offset 1e300", edit("OFFSET 1 0 0", "OFFSET 1e300 0 0")))
     accepted = [
         ("long joint name", edit("JOINT a", "JOINT " + "a" * 100_000)),
         ("deep hierarchy (1200 levels)", deep(1200).encode()),
@@ -127,3 +133,15 @@ def test_hostile_bvh(tmp_path, hostile):
         run(f"case {i} ({label})", path, call, path.name, check_motion, expect)
     run.finish(min_errors=100, min_accepted=30)
     assert run.counts["error"] + run.counts["accepted"] == len(cases) >= 300
+
+
+def test_huge_or_non_finite_frame_values_name_the_file_line_and_frame(tmp_path):
+    path = tmp_path / "huge.bvh"
+    for value, why in (("1e308", r"value beyond \+-1e7"), ("-2e7", r"value beyond \+-1e7"),
+                       ("inf", "non-finite"), ("nan", "non-finite")):  # fmt: skip
+        path.write_text(SMALL.replace("0 0 0 0 0 0 0 0 0", f"{value} 0 0 0 0 0 0 0 0"))
+        with pytest.raises(BVHError, match=rf"^{re.escape(str(path))}:20: frame 1 has a "
+                                           rf"{why}"):  # fmt: skip
+            load_bvh(path)
+    path.write_text(SMALL.replace("0 0 0 0 0 0 0 0 0", "1e7 0 0 0 0 0 0 0 0"))
+    assert load_bvh(path).motion[1, 0] == 1e7  # the limit itself loads
