@@ -1,13 +1,14 @@
 """tensorpose's BlazePose (image mode) against MediaPipe's own ``mp.solutions.pose``.
 
 MediaPipe is never a tensorpose dependency: this script makes its own virtual environment
-(``python -m venv``; ``pip install mediapipe==0.10.14`` into it, ``--find-links`` for a folder
-holding the wheel offline), runs ``mp.solutions.pose.Pose(static_image_mode=True,
-model_complexity=1)`` there on every frame (one thread of work), and tensorpose's
-:func:`tensorpose.blazepose.pipeline.image_people` here (``torch.set_num_threads(1)``, batched),
-then
-reports per video the median and 95th percentile of the landmark pixel distance (the 33
-landmarks of the frames where both found a person), and both frame rates::
+(``python -m venv`` in the peer environments' folder, ``benchmarks/peers/peer_env.py``; ``pip
+install mediapipe==0.10.14`` into it under ``benchmarks/peers/constraints/mediapipe.txt``, every
+package pinned; ``--find-links`` for a folder holding the wheel offline), runs
+``mp.solutions.pose.Pose(static_image_mode=True, model_complexity=1)`` there on every frame,
+and tensorpose's :func:`tensorpose.blazepose.pipeline.image_people` here
+(``torch.set_num_threads(1)``, batched), then reports per video the median and 95th
+percentile of the landmark pixel distance (the 33 landmarks of the frames where both found a
+person), and both frame rates::
 
     python scripts/compare_mediapipe.py --frames 100 \
         examples/balancing_trial/videos/cam01.mp4
@@ -17,9 +18,14 @@ writes ``benchmarks/results/blazepose_vs_mediapipe_cpu.json`` (with the load ave
 tracking and landmark smoothing, against :class:`tensorpose.blazepose.pipeline.BlazePoseTracker`
 frame
 by frame) and writes ``blazepose_vs_mediapipe_video_cpu.json``. The contenders take
-``--turns`` turns, each in a process of its own, timed after one untimed call (MediaPipe
+``--turns`` turns, each in a process of its own confined to the same single CPU (``--core``,
+``os.sched_setaffinity``: every thread of the process, MediaPipe's three included, since its
+solution API sets no thread count; ``--no-pin``: the OS places them), with one thread of
+torch, OpenMP/MKL/OpenBLAS and OpenCV, timed after one untimed call (MediaPipe
 starts its graph, networks included, in its constructor); ``--baseline DIR`` times an older
 tensorpose (``git archive COMMIT tensorpose | tar -x -C DIR``) in the same turns.
+Each report names the CPU model (``/proc/cpuinfo``) and the pinning; runs already in the
+output file on another CPU or with other pinning are kept in its ``other_runs``.
 ``--noise-floor`` also compares MediaPipe with itself on frames where one pixel value in ten
 thousand moved by one grey level: how far MediaPipe's own output moves under an invisible
 change (in video mode its tracking feeds each frame's landmarks into the next crop, so such
@@ -40,6 +46,9 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+from peer_env import constraints_file, cpu_model, peers_root, pin_mismatches  # noqa: E402
+
 DEFAULT_VIDEOS = [
     *sorted((ROOT / "examples/balancing_trial/videos").glob("*.mp4")),
     *sorted((ROOT / "examples/two_people").glob("*.mp4")),
@@ -74,8 +83,10 @@ with mp.solutions.pose.Pose(static_image_mode=static, model_complexity=1) as pos
             h, w = rgb.shape[:2]
             kp[i] = [[p.x * w, p.y * h, p.visibility] for p in r.pose_landmarks.landmark]
     seconds = time.perf_counter() - t0
+    import os
+    threads, cpus = len(os.listdir("/proc/self/task")), sorted(os.sched_getaffinity(0))
 np.save(out, kp)
-print(json.dumps({"frames": len(frames), "seconds": seconds}))
+print(json.dumps({"frames": len(frames), "seconds": seconds, "threads": threads, "cpus": cpus}))
 """
 
 
@@ -117,31 +128,54 @@ def record_fixture(py: Path, out: Path = FIXTURE, count: int = 3) -> None:
 
 
 def make_venv(folder: Path, find_links: Path | None) -> Path:
-    """The venv's python, with mediapipe 0.10.14 installed (made once)."""
+    """The venv's python, with mediapipe 0.10.14 and every package of it at the version of
+    ``benchmarks/peers/constraints/mediapipe.txt`` (made once; filled again, under those
+    constraints, where a version differs)."""
+    constraints = constraints_file("mediapipe")
     py = folder / "bin" / "python"
     if (
         py.exists()
         and subprocess.run([py, "-c", "import mediapipe"], capture_output=True).returncode == 0
+        and not pin_mismatches(py, constraints)
     ):
         return py
-    venv.EnvBuilder(with_pip=True, clear=True).create(folder)
-    cmd = [str(py), "-m", "pip", "install", "-q", "mediapipe==0.10.14"]
+    if not py.exists():
+        venv.EnvBuilder(with_pip=True, clear=True).create(folder)
+    cmd = [str(py), "-m", "pip", "install", "-q", "-c", str(constraints), "mediapipe==0.10.14"]
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
     subprocess.run(cmd, check=True)
+    wrong = pin_mismatches(py, constraints)
+    if wrong:
+        raise SystemExit(f"{folder}: not as {constraints.name} pins it: {'; '.join(wrong)}")
     return py
 
 
-def run_mediapipe(py: Path, video: Path, frames: int, mode: str = "image", noise: float = 0.0):
+def pinned(core: int | None):
+    """A ``preexec_fn`` that confines the child process, all its threads, to CPU ``core``
+    (``None``: no confinement)."""
+    if core is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {core})
+
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def run_mediapipe(py: Path, video: Path, frames: int, mode: str = "image", noise: float = 0.0,
+                  core: int | None = None):  # fmt: skip
     """MediaPipe on the video's frames; ``noise``: that share of the pixel values moved by one
-    grey level first (seeded), to measure how far MediaPipe moves from itself."""
+    grey level first (seeded), to measure how far MediaPipe moves from itself. ``core``: the
+    process confined to that CPU (MediaPipe's solution API sets no thread count: its threads
+    share the core)."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "kp.npy"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, **ONE_THREAD}
         cmd = [str(py), "-c", WORKER, str(video), str(frames), str(out), mode, str(noise)]
-        r = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+        r = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env,
+                           preexec_fn=pinned(core))  # fmt: skip
         info = json.loads(r.stdout.strip().splitlines()[-1])
         return np.load(out), info
 
@@ -178,21 +212,24 @@ for s in range(0, len(decoded), step):
             kp[s + i] = p["keypoints"][0].numpy()
 seconds = time.perf_counter() - t0
 np.save(out, kp)
-print(json.dumps({"frames": len(decoded), "seconds": seconds}))
+import os
+threads, cpus = len(os.listdir("/proc/self/task")), sorted(os.sched_getaffinity(0))
+print(json.dumps({"frames": len(decoded), "seconds": seconds, "threads": threads, "cpus": cpus}))
 """
 
 
-def run_tensorpose(root: Path, video: Path, frames: int, batch: int, mode: str = "image"):
+def run_tensorpose(root: Path, video: Path, frames: int, batch: int, mode: str = "image",
+                   core: int | None = None):  # fmt: skip
     """The tensorpose package under ``root`` (this checkout, or an older one as a baseline) in a
-    process of its own, one thread."""
+    process of its own, one thread (``core``: confined to that CPU)."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "kp.npy"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, **ONE_THREAD}
         cmd = [sys.executable, "-c", TP_WORKER, str(root), str(video), str(frames), str(batch)]
         r = subprocess.run([*cmd, str(out), mode], check=True, capture_output=True, text=True,
-                           env=env)  # fmt: skip
+                           env=env, preexec_fn=pinned(core))  # fmt: skip
         info = json.loads(r.stdout.strip().splitlines()[-1])
         return np.load(out), info
 
@@ -214,12 +251,35 @@ def compare(ours, theirs) -> dict:
     }
 
 
+LEGACY_CPU = "Intel(R) Xeon(R) Processor (2-core VM with AVX-512)"
+"""The CPU of the runs written before the reports named theirs (docs/blazepose.md)."""
+
+
+def other_runs(path: Path, report: dict) -> list[dict]:
+    """The runs already in ``path`` (its newest and its ``other_runs``) on another CPU or with
+    another thread pinning than ``report``: figures from both CPU kinds are kept side by side.
+    A run that names no CPU is the Intel Xeon's of the docs, threads set by OMP only."""
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text())
+    runs = [{k: v for k, v in old.items() if k != "other_runs"}, *old.get("other_runs", [])]
+    for r in runs:
+        r.setdefault("cpu", LEGACY_CPU)
+        r.setdefault("pinned", "OMP_NUM_THREADS=1 only")
+    return [r for r in runs if (r["cpu"], r["pinned"]) != (report["cpu"], report["pinned"])]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("videos", nargs="*", type=Path, default=DEFAULT_VIDEOS)
     p.add_argument("--frames", type=int, default=0, help="first N frames per video (0: all)")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--venv", type=Path, default=Path.home() / ".cache/tensorpose/mediapipe-venv")
+    p.add_argument("--venv", type=Path, default=peers_root() / "mediapipe",
+                   help="MediaPipe's environment (default: the peer environments')")  # fmt: skip
+    p.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)), help="the one CPU "
+                   "both contenders run on, every thread of each (default: the last one this "
+                   "process may use)")  # fmt: skip
+    p.add_argument("--no-pin", action="store_true", help="leave the contenders' CPUs to the OS")
     p.add_argument("--find-links", type=Path, default=None, help="a folder holding the wheel")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--turns", type=int, default=2, help="timed runs of each contender, taking "
@@ -243,26 +303,32 @@ def main(argv: list[str] | None = None) -> int:
     if a.fixture:
         record_fixture(py)
         return 0
+    core = None if a.no_pin else a.core
     load0 = os.getloadavg()
     rows = []
     for video in a.videos:
         rates: dict[str, list[float]] = {"tensorpose": [], "mediapipe": [], "baseline": []}
         for _ in range(max(a.turns, 1)):  # contenders take turns: load changes hit them alike
-            theirs, mp_info = run_mediapipe(py, video, a.frames, a.mode)
-            ours, tp_info = run_tensorpose(ROOT, video, a.frames, a.batch_size, a.mode)
+            theirs, mp_info = run_mediapipe(py, video, a.frames, a.mode, core=core)
+            ours, tp_info = run_tensorpose(ROOT, video, a.frames, a.batch_size, a.mode, core)
             rates["mediapipe"].append(mp_info["frames"] / mp_info["seconds"])
             rates["tensorpose"].append(tp_info["frames"] / tp_info["seconds"])
             if a.baseline is not None:
-                _, b_info = run_tensorpose(a.baseline, video, a.frames, a.batch_size, a.mode)
+                _, b_info = run_tensorpose(a.baseline, video, a.frames, a.batch_size, a.mode,
+                                           core)  # fmt: skip
                 rates["baseline"].append(b_info["frames"] / b_info["seconds"])
         row = {"video": str(video), **compare(ours, theirs[: len(ours)])}
         if a.noise_floor > 0:
-            noisy, _ = run_mediapipe(py, video, a.frames, a.mode, a.noise_floor)
+            noisy, _ = run_mediapipe(py, video, a.frames, a.mode, a.noise_floor, core)
             row["mediapipe_vs_itself"] = {"noise": a.noise_floor, **compare(noisy, theirs)}
         for k, v in rates.items():
             if v:
                 row[f"{k}_frames_per_s"] = statistics.median(v)
         row["frames"] = tp_info["frames"]
+        if row.get("mediapipe_frames_per_s"):
+            row["ratio"] = row["tensorpose_frames_per_s"] / row["mediapipe_frames_per_s"]
+        row["threads"] = {"tensorpose": tp_info.get("threads"), "mediapipe": mp_info.get("threads")}
+        row["cpus"] = {"tensorpose": tp_info.get("cpus"), "mediapipe": mp_info.get("cpus")}
         rows.append(row)
         print(f"{video.name}: {row['frames_both']}/{row['frames']} frames both, median "
               f"{row['median_px']:.2f} px, p95 {row['p95_px']:.2f} px; tensorpose "
@@ -275,10 +341,20 @@ def main(argv: list[str] | None = None) -> int:
                   f"median {f['median_px']:.2f} px, p95 {f['p95_px']:.2f} px")  # fmt: skip
         if rates["baseline"]:
             print(f"  baseline tensorpose {row['baseline_frames_per_s']:.1f} frames/s")
+    pinning = "OMP_NUM_THREADS=1 only"
+    if core is not None:
+        pinning = (f"both contenders confined to CPU {core} (os.sched_setaffinity), "
+                   "OMP/MKL/OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1), "
+                   "cv2.setNumThreads(1)")  # fmt: skip
+    ratios = [r["ratio"] for r in rows if "ratio" in r]
     report = {
         "what": f"tensorpose BlazePose {a.mode} mode vs mediapipe==0.10.14 mp.solutions.pose "
         f"(static_image_mode={a.mode == 'image'}, model_complexity=1), landmark pixel distance",
         "machine": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
+        "pinned": pinning,
+        "mediapipe_constraints": str(constraints_file("mediapipe").relative_to(ROOT)),
+        "ratio_median": statistics.median(ratios) if ratios else None,
         "load_average": os.getloadavg(),
         "load_average_start": load0,
         "threads": 1,
@@ -287,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": a.mode,
         "videos": rows,
     }
+    report["other_runs"] = other_runs(a.out, report)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"-> {a.out}")

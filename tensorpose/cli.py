@@ -234,6 +234,13 @@ def _sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert_blazepose(args: argparse.Namespace) -> int:
+    from .apps.convert_blazepose import convert_blazepose, summary
+
+    _print(summary(convert_blazepose(args.source, args.out, overwrite=args.overwrite)))
+    return 0
+
+
 def _eval_wild(args: argparse.Namespace) -> int:
     from .apps.eval_wild import eval_wild, summary
 
@@ -411,9 +418,11 @@ def add_predict(sub) -> None:
     )
     p.add_argument("input", help="image, folder of images, video, or (blazepose) folder of videos")
     p.add_argument("--checkpoint", default=None, help="checkpoint.pt of a 2D run")
-    p.add_argument("--model", choices=("checkpoint", "blazepose"), default="checkpoint",
+    p.add_argument("--model", choices=("checkpoint", "blazepose", "blazepose-heavy"),
+                   default="checkpoint",
                    help="blazepose: MediaPipe's BlazePose (shipped, no checkpoint; OpenPose "
-                   "JSON in the BLAZEPOSE_33 layout)")  # fmt: skip
+                   "JSON in the BLAZEPOSE_33 layout); blazepose-heavy: its heavy landmark "
+                   "network, installed once by `tensorpose convert-blazepose`")  # fmt: skip
     p.add_argument("--max-people", type=int, default=None, help="blazepose: people per frame "
                    "(default 1: video mode as MediaPipe's; 2 or more: video mode looks for "
                    "everyone, the detector every 10 frames and on overlapping squares of the "
@@ -690,6 +699,23 @@ def add_eval_wild(sub) -> None:
     p.set_defaults(func=_eval_wild)
 
 
+def add_convert_blazepose(sub) -> None:
+    p = sub.add_parser(
+        "convert-blazepose",
+        help="install BlazePose's heavy landmark network (for predict --model blazepose-heavy)",
+        description="Convert pose_landmark_heavy.tflite of the npm package @mediapipe/pose "
+        "(`npm pack @mediapipe/pose@0.5.1675469404`; Apache-2.0) to tensorpose's float16 "
+        "PyTorch graph and install it in $TENSORPOSE_MODELS, else "
+        "$XDG_CACHE_HOME/tensorpose/models or ~/.cache/tensorpose/models. Needs the tflite "
+        "package.",
+    )
+    p.add_argument("source", help="the npm package (.tgz), pose_landmark_heavy.tflite, or a "
+                   "folder holding it")  # fmt: skip
+    p.add_argument("--out", default=None, help="models folder (default: as described above)")
+    p.add_argument("--overwrite", action="store_true", help="replace an installed network")
+    p.set_defaults(func=_convert_blazepose)
+
+
 def add_batch(sub) -> None:
     p = sub.add_parser(
         "batch",
@@ -729,7 +755,8 @@ def add_batch(sub) -> None:
 
 COMMANDS = (add_bench_kinematics, add_bvh_info, add_smooth, add_coco_info, add_viz, add_train,
             add_profile_data, add_eval, add_demo, add_predict, add_export, add_lift,
-            add_triangulate, add_sync, add_eval_wild, add_kinematics, add_batch)  # fmt: skip
+            add_triangulate, add_sync, add_eval_wild, add_kinematics, add_batch,
+            add_convert_blazepose)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from peer_env import peer_python, peer_version
+from peer_env import constraints_file, cpu_model, peer_python, peer_version
 
 from benchmarks.reduced_decoding import upscaled
 from tensorpose.augment.crops import AugmentConfig, CpuAugment
@@ -51,10 +51,10 @@ ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_N
 
 
 def mmpose_env() -> Path:
-    torch_version = torch.__version__.split("+")[0]
-    steps = [[f"torch=={torch_version}"], ["setuptools", "wheel"],
+    """Every version from ``constraints/mmpose.txt`` (torch and torchvision: the CPU builds)."""
+    steps = [["torch"], ["setuptools", "wheel", "numpy"],
              ["--no-build-isolation", "chumpy"],  # an mmpose dependency without a wheel
-             ["mmpose==1.3.2", "mmengine", "mmcv-lite", "numpy<2"]]  # fmt: skip
+             ["mmpose", "mmengine", "mmcv-lite", "numpy"]]  # fmt: skip
     return peer_python("mmpose", steps, "import mmpose.datasets.transforms")
 
 
@@ -145,6 +145,8 @@ def main() -> None:
             "mmpose": peer_version(python, "mmpose"), "tensorpose_torch": torch.__version__,
             "threads": 1, "repeats": args.repeats, "samples_per_run": args.samples,
             "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "cpu": cpu_model(), "constraints": str(constraints_file("mmpose").relative_to(
+                HERE.parent.parent)),
             "load_average_before": load_before,
             "bundled 640x480": measure(python, records, Path(tmp), args.repeats, args.samples),
             "upscaled 4x": measure(python, upscaled(records, Path(tmp), 4), Path(tmp),

@@ -64,7 +64,17 @@ from ..pose2d import PoseModel, pad_frames, topdown_people
 from ..skeleton import get_skeleton
 from ..viz.draw import draw_people
 
-__all__ = ["PredictResult", "load_models", "predict", "predict_command", "summary"]
+__all__ = [
+    "BLAZEPOSE_MODELS",
+    "PredictResult",
+    "load_models",
+    "predict",
+    "predict_command",
+    "summary",
+]
+
+BLAZEPOSE_MODELS = {"blazepose": "full", "blazepose-heavy": "heavy"}
+"""``--model`` values of BlazePose -> their landmark network (``BlazePose.load``'s variant)."""
 
 
 @dataclass
@@ -441,7 +451,8 @@ def predict_command(
     **options,
 ) -> tuple[PredictResult, object, Path]:
     """``tensorpose predict``: the pose model (a 2D checkpoint, or with ``model="blazepose"``
-    the shipped BlazePose networks) and a CenterNet ``detector`` loaded, the default output
+    the shipped BlazePose networks, ``"blazepose-heavy"`` its heavy landmark network installed
+    by ``tensorpose convert-blazepose``) and a CenterNet ``detector`` loaded, the default output
     folder ``runs/predict/<name>``, then :func:`predict` with ``options``. BlazePose on a CPU
     first sets the process's allocator to keep freed memory for reuse
     (:func:`tensorpose.blazepose.memory.keep_freed_memory`: process-wide, as a command may).
@@ -450,7 +461,8 @@ def predict_command(
         the result, the pose model and the output folder.
 
     Raises:
-        ValueError: ``--model blazepose`` with a ``--checkpoint``, neither given, or
+        ValueError: ``--model blazepose[-heavy]`` with a ``--checkpoint``, neither given, the
+            heavy network not installed (naming ``tensorpose convert-blazepose``), or
             ``--max-people`` outside 1..64 (each naming the flag).
     """
     src = Path(input)
@@ -481,9 +493,9 @@ def load_models(
     from ..pose2d import load_pose_model
     from ..train.distributed import resolve_device
 
-    blaze = model == "blazepose"
+    blaze = model in BLAZEPOSE_MODELS
     if blaze and checkpoint is not None:
-        raise InputError("--model blazepose takes no --checkpoint")
+        raise InputError(f"--model {model} takes no --checkpoint")
     if not blaze and checkpoint is None:
         raise InputError("--checkpoint is required (or --model blazepose)")
     if max_people is not None and not 1 <= max_people <= 64:
@@ -492,7 +504,7 @@ def load_models(
         dev = resolve_device(device, what="--device")
         if dev.type == "cpu":  # the command's process: keep freed activations for reuse
             keep_freed_memory()
-        pose = BlazePose.load(dev)
+        pose = BlazePose.load(dev, BLAZEPOSE_MODELS[model])
     else:
         pose = load_pose_model(checkpoint, device)
     det = load_pose_model(detector, device) if detector else None

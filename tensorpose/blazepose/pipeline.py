@@ -107,13 +107,20 @@ class BlazePose:
         return t.device if t is not None else torch.device("cpu")
 
     @classmethod
-    def load(cls, device: str | torch.device = "cpu", **kw) -> BlazePose:
-        """The shipped networks on ``device``. The process's allocator is left as it is: a
+    def load(cls, device: str | torch.device = "cpu", variant: str = "full", **kw) -> BlazePose:
+        """The networks on ``device``: the shipped detector and the ``variant`` landmark
+        network (``"full"``, shipped; ``"heavy"``, installed by ``tensorpose
+        convert-blazepose``: :func:`~tensorpose.blazepose.networks.load_blazepose_networks`,
+        whose ``InputError`` names that command when it is missing); its ``kind`` is
+        ``blazepose`` or ``blazepose-heavy``. The process's allocator is left as it is: a
         program that runs batched CPU inference may call
         :func:`tensorpose.blazepose.memory.keep_freed_memory` itself (``tensorpose predict``
         does), else glibc hands a batch's activations back and faults them in again each call."""
-        det, lm = load_blazepose_networks(device)
-        return cls(det, lm, **kw)
+        det, lm = load_blazepose_networks(device, variant)
+        bp = cls(det, lm, **kw)
+        if variant != "full":
+            bp.kind = f"blazepose-{variant}"
+        return bp
 
     def tracker(self, streams: int, max_people: int = 1) -> BlazePoseTracker:
         """Video mode over ``streams`` videos side by side (:class:`BlazePoseTracker`)."""

@@ -159,8 +159,13 @@ def _index_vector(m: _Model, table: Any, kind: int) -> np.ndarray:
     return vec.ValuesAsNumpy().astype(np.int64) if vec.ValuesLength() else np.zeros(0, np.int64)
 
 
-def read_tflite(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+def read_tflite(
+    path: str | os.PathLike, data: bytes | None = None
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """The operator graph of a ``.tflite`` file and its float32 weights in PyTorch's layout.
+
+    ``data``: the file's bytes when they were read already (a member of an archive,
+    :func:`tensorpose.io.archives.read_member`); ``path`` then only names them.
 
     Returns:
         ``(description, state_dict)``: the description is plain data (see
@@ -172,7 +177,8 @@ def read_tflite(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torc
             or an unsupported operator, tensor type or option (one line naming the file).
         ModuleNotFoundError: the ``tflite`` package is not installed.
     """
-    data = read_bytes(path, MAX_TFLITE_BYTES, "TFLite model")
+    if data is None:
+        data = read_bytes(path, MAX_TFLITE_BYTES, "TFLite model")
     try:
         return _read(str(path), data)
     except (IndexError, TypeError, KeyError, AttributeError, OverflowError) as e:
