@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import signal
 import sys
 import threading
@@ -827,6 +828,25 @@ def _import_holding_ctrl_c() -> bool:
     return bool(came)
 
 
+def _stdout_closed() -> bool:
+    """True when standard output's reader has gone (a pipe into ``head``): the rest of the
+    output is then discarded silently, as other command-line tools do (exit 141, SIGPIPE's)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        closed = any(ev & select.POLLERR for _, ev in poll.poll(0))  # a pipe without reader
+    except (AttributeError, OSError, ValueError):
+        return False
+    if closed:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)  # the interpreter's last flush writes nowhere
+        os.close(devnull)
+    return closed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command (:func:`run_command`); a Ctrl-C at any instant, while the command's
     modules (torch among them) are still being imported included, is one line and 130."""
@@ -892,6 +912,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         print(f"tensorpose {args.command}: stopped: {_one_line(e)}", file=sys.stderr)
         return 3
     except Exception as e:
+        if isinstance(e, BrokenPipeError) and _stdout_closed():  # `tensorpose ... | head`
+            return 141
         if args.debug:
             raise
         if isinstance(e, InputError) or _users_os_error(e):

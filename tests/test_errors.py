@@ -205,3 +205,15 @@ def test_ctrl_c_as_each_module_of_the_command_is_imported_is_one_line_and_130(tm
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 130 and len(lines) == 1, proc.stderr
     assert "interrupted (Ctrl-C)" in lines[0] and not out.exists()
+
+
+def test_output_into_a_closed_pipe_is_silent_141(tmp_path):
+    """`tensorpose ... | head -1`: the reader leaves; the rest is dropped without an error line,
+    exit 141 (SIGPIPE's), like other command-line tools; a broken pipe elsewhere stays a bug."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "tensorpose", "bvh-info"], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    p.stdout.close()  # before the command prints anything (it imports torch first)
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141, err
+    assert err == ""
