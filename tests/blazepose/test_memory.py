@@ -48,7 +48,8 @@ def test_only_the_predict_command_keeps_freed_memory(monkeypatch):
 
     calls = []
     monkeypatch.setattr(memory, "keep_freed_memory", lambda *a: calls.append("keep") or 0)
-    monkeypatch.setattr(BlazePose, "load", classmethod(lambda cls, d, variant="full": calls.append("load")))
+    load = classmethod(lambda cls, d, variant="full": calls.append("load"))
+    monkeypatch.setattr(BlazePose, "load", load)
     monkeypatch.setattr(app, "predict", lambda *a, **k: "result")
     assert app.predict_command("x.jpg", None, model="blazepose", device="cpu")[0] == "result"
     assert calls == ["keep", "load"]
