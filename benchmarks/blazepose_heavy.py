@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -62,17 +61,6 @@ LIMBS = (
     "l_ankle",
     "r_ankle",
 )
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_predict(model: str, out: Path, threads: int) -> float:
@@ -287,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         "heavy vs full vs OpenPose against Pose2Sim's 3D of the OpenPose detections",
         "reference": ref_what,
         "limb_joints": list(LIMBS),
-        "cpu": cpu_model(),
+        "cpu": device_name(torch.device("cpu")),
         "device_name": device_name(torch.device("cpu")),
         "threads": a.threads,
         "torch": torch.__version__,

@@ -53,13 +53,9 @@ def device_name(device: torch.device) -> str:
     """The GPU's name, or the CPU model from /proc/cpuinfo where there is one."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from benchmarks.peers.peer_env import cpu_model
+
+    return cpu_model()
 
 
 def device_info(device: torch.device) -> dict:
