@@ -11,7 +11,7 @@ turns within each round; the median over the rounds, with the load average befor
 
     python benchmarks/batch.py [--recordings 4] [--cameras 2] [--frames 24] [--repeats 2]
 
-Writes ``benchmarks/results/batch_cpu.json``.
+Writes ``benchmarks/results/batch_cpu.json`` (``--json``).
 """
 
 from __future__ import annotations
@@ -114,6 +114,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--steps", default="predict,triangulate")
+    ap.add_argument("--json", default=str(RESULTS / "batch_cpu.json"), help="results file")
     args = ap.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0",
            "PYTHONPATH": str(ROOT)}  # fmt: skip
@@ -166,7 +167,7 @@ def main() -> None:
           f"small recording: {payload['ray_fixed_cost_s_one_small_recording']} s; load "
           f"{load0[0]:.1f} -> {load1[0]:.1f}")  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "batch_cpu.json").write_text(json.dumps(payload, indent=1) + "\n")
+    Path(args.json).write_text(json.dumps(payload, indent=1) + "\n")
 
 
 if __name__ == "__main__":
