@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from peer_env import constraints_file, cpu_model, peer_python, peer_version
+from peer_env import constraints_file, cpu_model, peer_python, peer_version, write_result
 
 from benchmarks.reduced_decoding import upscaled
 from tensorpose.augment.crops import AugmentConfig, CpuAugment
@@ -42,7 +42,6 @@ from tensorpose.ops.heatmap import gaussian_heatmaps
 from tensorpose.skeleton import get_skeleton
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE.parent / "results" / "peers_cpu.json"
 SIZE = (256, 192)
 CFG = AugmentConfig(output_size=SIZE, scale=0.5, rotation=80.0, rotation_prob=0.6, shift=0.16,
                     flip_prob=0.5, brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0,
@@ -153,9 +152,7 @@ def main() -> None:
                                    args.repeats, args.samples),
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }  # fmt: skip
-    peers = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    peers["mmpose_pipeline"] = result
-    RESULTS.write_text(json.dumps(peers, indent=1) + "\n")
+    write_result("mmpose_pipeline", result)
     print(json.dumps(result, indent=1))
 
 

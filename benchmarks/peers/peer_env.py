@@ -79,6 +79,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "peers_cpu.json"
+
+
+def _no_nan(x):
+    """``x`` with NaN floats as ``None`` (strict JSON)."""
+    if isinstance(x, dict):
+        return {k: _no_nan(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_no_nan(v) for v in x]
+    return None if isinstance(x, float) and x != x else x
+
+
+def write_result(key: str, entry: dict) -> Path:
+    """Put ``entry`` (NaN as ``null``) under ``key`` in ``benchmarks/results/peers_cpu.json``,
+    keeping the other peers' entries; returns the file's path."""
+    import json
+
+    peers = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    peers[key] = _no_nan(entry)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(peers, indent=1) + "\n")
+    return RESULTS
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

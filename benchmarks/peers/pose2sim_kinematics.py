@@ -35,7 +35,6 @@ differences are wrapped to (-180, 180] deg. Writes the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -50,11 +49,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_env import peer_python  # noqa: E402
+from peer_env import cpu_model, peer_python, write_result  # noqa: E402
 from pose2sim_triangulation import (  # noqa: E402
     TRIALS,
-    _cpu,
-    _no_nan,
     load,
     make_project,
     read_trc,
@@ -63,7 +60,6 @@ from pose2sim_triangulation import (  # noqa: E402
 
 from tensorpose.io.storage import read_storage  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 TRIAL = TRIALS["balancing"]
 CALIB = ROOT / "examples" / "balancing_trial" / "Calib.qca.txt"
 MAIN = ["hip_flexion_r", "hip_flexion_l", "hip_adduction_r", "hip_adduction_l",
@@ -195,7 +191,7 @@ def main() -> None:
     )
     version = run([py, "-c", "import importlib.metadata as m; print(m.version('pose2sim'), "
                    "m.version('opensim'))"]).split()  # fmt: skip
-    payload = {"machine": {"platform": platform.platform(), "cpu": _cpu(),
+    payload = {"machine": {"platform": platform.platform(), "cpu": cpu_model(),
                            "cpus": os.cpu_count()},
                "threads": 1, "pose2sim_version": version[0], "opensim_version": version[1],
                "load_before": load(), "trcs": {}}  # fmt: skip
@@ -234,11 +230,7 @@ def main() -> None:
         }  # fmt: skip
     payload["load_after"] = load()
     _print(payload)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "peers_cpu.json"
-    peers = json.loads(path.read_text()) if path.exists() else {}
-    peers["pose2sim_kinematics"] = _no_nan(payload)
-    path.write_text(json.dumps(peers, indent=1) + "\n")
+    path = write_result("pose2sim_kinematics", payload)
     print(f"load average {payload['load_before']:.2f} -> {payload['load_after']:.2f}; "
           f"wrote {path}")  # fmt: skip
 

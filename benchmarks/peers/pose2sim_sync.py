@@ -38,10 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_env import peer_python, peer_version  # noqa: E402
-from pose2sim_triangulation import _cpu, load, run  # noqa: E402
+from peer_env import cpu_model, peer_python, peer_version, write_result  # noqa: E402
+from pose2sim_triangulation import load, run  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 TRACKS = ROOT / "tensorpose/assets/tracks/openpose_body25b"
 CAMERAS = ["cam01_json", "cam02_json", "cam03_json", "cam04_json"]
 CASES = {  # frames dropped at the start of each camera
@@ -161,7 +160,7 @@ def main() -> None:
         }
     entry = {
         "command": "python benchmarks/peers/pose2sim_sync.py",
-        "cpu": _cpu(),
+        "cpu": cpu_model(),
         "load_average": [load_before, load()],
         "pose2sim": peer_version(Path(py), "pose2sim"),
         "threads": 1,
@@ -169,10 +168,7 @@ def main() -> None:
         "cases": cases,
         "seconds_median": {tool: round(statistics.median(s), 3) for tool, s in seconds.items()},
     }
-    path = RESULTS / "peers_cpu.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
-    results["pose2sim_sync"] = entry
-    path.write_text(json.dumps(results, indent=1) + "\n")
+    write_result("pose2sim_sync", entry)
     for name, case in cases.items():
         print(name, "made", case["made"], "fractional off", case["fractional_off"])
         for tool, off in case["frames_off"].items():

@@ -47,9 +47,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_env import peer_python  # noqa: E402
+from peer_env import cpu_model, peer_python, write_result  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 SHARED = ROOT.parent / "shared" / "data" / "tracks"
 TRIALS = {
     "balancing": {"tracks": ROOT / "tensorpose/assets/tracks/openpose_body25b", "people": None,
@@ -317,7 +316,7 @@ def main() -> None:
     )
     version = run([py, "-c", "import importlib.metadata as m; print(m.version('pose2sim'))"])
     payload = {
-        "machine": {"platform": platform.platform(), "cpu": _cpu(), "cpus": os.cpu_count()},
+        "machine": {"platform": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count()},
         "threads": 1, "pose2sim_version": version.strip(), "load_before": load(),
         "trials": {},
     }  # fmt: skip
@@ -336,29 +335,9 @@ def main() -> None:
                                        "rules": rules(trial)}  # fmt: skip
             _print(name, payload["trials"][name])
     payload["load_after"] = load()
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "peers_cpu.json"
-    peers = json.loads(path.read_text()) if path.exists() else {}
-    peers["pose2sim_triangulation"] = _no_nan(payload)
-    path.write_text(json.dumps(peers, indent=1) + "\n")
+    path = write_result("pose2sim_triangulation", payload)
     print(f"load average {payload['load_before']:.2f} -> {payload['load_after']:.2f}; "
           f"wrote {path}")  # fmt: skip
-
-
-def _no_nan(x):
-    """``x`` with NaN floats as ``None`` (strict JSON)."""
-    if isinstance(x, dict):
-        return {k: _no_nan(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_no_nan(v) for v in x]
-    return None if isinstance(x, float) and x != x else x
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def _print(name: str, r: dict) -> None:
